@@ -1,0 +1,1 @@
+"""rl-harness: reproducible RL experiment composition on Ray RLlib and Tune."""
