@@ -8,3 +8,40 @@ import os
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.pop("RAY_ADDRESS", None)
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the whole session: starting Ray costs seconds on 2 cores."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, num_cpus=2, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path):
+    """A fresh experiment repo with one commit; returns (root, git)."""
+    root = tmp_path / "exp-repo"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "test@example.com")
+    _git(root, "config", "user.name", "Test")
+    (root / "README.md").write_text("experiments\n")
+    (root / ".gitignore").write_text("**/artifacts/\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "init")
+    return root, lambda *args: _git(root, *args)

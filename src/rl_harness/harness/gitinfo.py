@@ -14,8 +14,9 @@ class GitIdentity:
     commit: str | None
     branch: str | None
     dirty: bool
-    diff_sha256: str | None  # sha256 of `git diff HEAD` (tracked changes) when dirty
-    untracked: tuple[str, ...]  # untracked, not ignored files
+    diff_sha256: str | None  # sha256 of working_tree_patch() when dirty
+    untracked: tuple[str, ...]  # untracked, not ignored files (first MAX_LISTED)
+    untracked_count: int
     remote_url: str | None
 
     def to_dict(self) -> dict:
@@ -26,6 +27,7 @@ class GitIdentity:
             "dirty": self.dirty,
             "diff_sha256": self.diff_sha256,
             "untracked": list(self.untracked),
+            "untracked_count": self.untracked_count,
             "remote_url": self.remote_url,
         }
 
@@ -52,9 +54,34 @@ def find_git_root(path: Path) -> Path | None:
     return Path(out.strip()) if out else None
 
 
-def git_diff_head(root: Path) -> str:
-    """The patch of tracked changes against HEAD (binary-safe text)."""
-    return _git(root, "diff", "HEAD", "--binary") or ""
+MAX_LISTED = 200
+# Untracked code and config is part of what ran (a new experiment.py before its first
+# commit); other untracked files (earlier runs' results) are listed, not patched.
+PATCHED_UNTRACKED_SUFFIXES = (".py", ".toml", ".cfg", ".ini", ".yaml", ".yml")
+MAX_PATCHED_BYTES = 256 * 1024
+
+
+def _untracked(root: Path) -> list[str]:
+    out = _git(root, "ls-files", "--others", "--exclude-standard", "-z") or ""
+    return sorted(name for name in out.split("\0") if name)
+
+
+def working_tree_patch(root: Path) -> str:
+    """`git diff HEAD` plus untracked code files as additions: what differs from HEAD."""
+    root = Path(root)
+    parts = [_git(root, "diff", "HEAD", "--binary") or ""]
+    for name in _untracked(root):
+        path = root / name
+        if path.suffix in PATCHED_UNTRACKED_SUFFIXES and path.stat().st_size <= MAX_PATCHED_BYTES:
+            # `git diff --no-index` exits 1 when files differ, so read its output directly.
+            out = subprocess.run(
+                ["git", "-C", str(root), "diff", "--no-index", "--binary", "--", "/dev/null", name],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            parts.append(out.stdout)
+    return "".join(parts)
 
 
 def git_identity(path: Path) -> GitIdentity | None:
@@ -65,9 +92,8 @@ def git_identity(path: Path) -> GitIdentity | None:
     commit = (_git(root, "rev-parse", "HEAD") or "").strip() or None
     branch = (_git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip() or None
     status = _git(root, "status", "--porcelain", "--untracked-files=all") or ""
-    untracked = tuple(line[3:] for line in status.splitlines() if line.startswith("?? "))
-    tracked_changes = [line for line in status.splitlines() if not line.startswith("?? ")]
-    diff = git_diff_head(root) if tracked_changes and commit else ""
+    untracked = _untracked(root)
+    diff = working_tree_patch(root) if status.strip() and commit else ""
     remote = (_git(root, "config", "--get", "remote.origin.url") or "").strip() or None
     return GitIdentity(
         root=str(root),
@@ -75,6 +101,7 @@ def git_identity(path: Path) -> GitIdentity | None:
         branch=branch,
         dirty=bool(status.strip()),
         diff_sha256=hashlib.sha256(diff.encode()).hexdigest() if diff else None,
-        untracked=untracked,
+        untracked=tuple(untracked[:MAX_LISTED]),
+        untracked_count=len(untracked),
         remote_url=remote,
     )

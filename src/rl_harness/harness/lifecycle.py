@@ -1,0 +1,171 @@
+"""One run of a recipe: context, manifest at start and end, signals, artifact mirroring."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rl_harness.harness.atomic import write_json_atomic, write_text_atomic
+from rl_harness.harness.context import RunContext, make_context
+from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
+from rl_harness.harness.recipe import Recipe, RecipeError
+from rl_harness.harness.redaction import redact_env
+
+UploadMode = Literal["auto", "always", "never"]
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+
+class RunInterrupted(BaseException):
+    """Raised in the main thread on SIGTERM, so the run ends as `interrupted`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    seed: int
+    smoke: bool
+    resume_from: Path | None
+    hardware_profile: str
+    results_dir: Path | None
+    artifacts_dir: Path | None
+    run_id: str | None
+    ray_address: str | None
+    upload_artifacts: UploadMode
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "smoke": self.smoke,
+            "resume_from": str(self.resume_from) if self.resume_from else None,
+            "hardware_profile": self.hardware_profile,
+            "results_dir": str(self.results_dir) if self.results_dir else None,
+            "artifacts_dir": str(self.artifacts_dir) if self.artifacts_dir else None,
+            "run_id": self.run_id,
+            "ray_address": self.ray_address,
+            "upload_artifacts": self.upload_artifacts,
+        }
+
+
+def storage_config(mode: UploadMode) -> Any | None:
+    """The B2 config to mirror artifacts with, or None; RecipeError if required but absent."""
+    if mode == "never":
+        return None
+    try:
+        from rl_harness.harness.storage import load_b2_config
+    except ImportError:  # storage not installed yet  # TODO(lead): remove once storage lands
+        load_b2_config = lambda: None  # noqa: E731
+    try:
+        config = load_b2_config()
+    except ValueError as error:
+        raise RecipeError(redact_env(str(error))) from None
+    if config is None and mode == "always":
+        raise RecipeError(
+            "--upload-artifacts needs B2 configured (B2_BUCKET, B2_ENDPOINT, "
+            "B2_APPLICATION_KEY_ID, B2_APPLICATION_KEY; see docs/artifact_storage.md)"
+        )
+    return config
+
+
+def _mirror(config: Any, context: RunContext, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    from rl_harness.harness.storage import mirror_run_artifacts
+
+    remote_run_path = f"{manifest['experiment']['relative_dir']}/{context.run_id}"
+    return mirror_run_artifacts(
+        config,
+        artifacts_dir=context.artifacts_dir,
+        results_dir=context.results_dir,
+        remote_run_path=remote_run_path,
+        log=lambda line: print(f"[{context.run_id}] {line}", flush=True),
+    )
+
+
+def _error_record(error: BaseException, context: RunContext) -> dict[str, Any]:
+    text = redact_env("".join(traceback.format_exception(error)))
+    write_text_atomic(context.results_dir / "error.txt", text)
+    return {
+        "type": type(error).__name__,
+        "message": redact_env(str(error)),
+        "traceback_file": "error.txt",
+    }
+
+
+def _save_result(context: RunContext, result: Any) -> None:
+    if isinstance(result, Mapping):
+        try:
+            json.dumps(result, default=str)
+        except (TypeError, ValueError):
+            return
+        write_json_atomic(context.results_dir / "result.json", dict(result))
+
+
+def _ray_initialized() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+def execute_recipe(recipe: Recipe, options: RunOptions, argv: list[str]) -> int:
+    """Run `recipe` once with full provenance; returns the process exit code."""
+    b2 = storage_config(options.upload_artifacts)
+    context = make_context(
+        recipe.experiment_dir,
+        experiment_module=recipe.module_name,
+        seed=options.seed,
+        smoke=options.smoke,
+        run_id=options.run_id,
+        results_dir=options.results_dir,
+        artifacts_dir=options.artifacts_dir,
+        hardware_profile=options.hardware_profile,
+        resume_from=options.resume_from,
+        ray_address=options.ray_address,
+    )
+    manifest = start_manifest(
+        context, source_file=recipe.source_file, argv=argv, options=options.to_dict()
+    )
+    write_manifest(context.results_dir, manifest)
+    print(
+        f"[{context.run_id}] {recipe.module_name} seed={context.seed} "
+        f"smoke={context.smoke} -> {context.results_dir}",
+        flush=True,
+    )
+
+    def on_sigterm(signum: int, _frame: Any) -> None:
+        raise RunInterrupted(signum)
+
+    ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    status, error, code = "failed", None, EXIT_FAILED
+    try:
+        try:
+            _save_result(context, recipe.run(context))
+            status, code = "completed", EXIT_OK
+        except RunInterrupted as interrupt:
+            status, code = "interrupted", 128 + interrupt.signum
+            error = {"type": "RunInterrupted", "message": str(interrupt)}
+        except KeyboardInterrupt:
+            status, code = "interrupted", EXIT_SIGINT
+            error = {"type": "KeyboardInterrupt", "message": "received SIGINT"}
+        except Exception as failure:  # the recipe's own failure: record it, show it
+            error = _error_record(failure, context)
+            print(redact_env("".join(traceback.format_exception(failure))), file=sys.stderr)
+        finally:
+            # Ignore a second SIGTERM while we record how the run ended.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if not ray_was_up and _ray_initialized():
+                sys.modules["ray"].shutdown()
+            if b2 is not None:
+                manifest["artifacts"]["remote"] = _mirror(b2, context, manifest)
+            write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(f"[{context.run_id}] {status}: {context.results_dir}", flush=True)
+    return code

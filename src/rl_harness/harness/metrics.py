@@ -1,0 +1,150 @@
+"""The compact scalar subset of RLlib results that goes into results/<run-id>/metrics.jsonl."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from numbers import Number
+from pathlib import Path
+from typing import Any
+
+METRICS_NAME = "metrics.jsonl"
+_TOP_LEVEL = (
+    "training_iteration",
+    "num_env_steps_sampled_lifetime",
+    "time_this_iter_s",
+    "time_total_s",
+)
+_ENV_RUNNER_KEYS = (
+    "episode_return_mean",
+    "episode_return_min",
+    "episode_return_max",
+    "episode_len_mean",
+    "num_episodes",
+    "num_env_steps_sampled",
+)
+# Bookkeeping and internals of RLlib: noise in a compact record.
+_NOISE = (
+    "timer",
+    "throughput",
+    "connector",
+    "lifetime",
+    "weights_seq_no",
+    "num_module_steps",
+    "num_agent_steps",
+    "num_trainable_parameters",
+    "num_non_trainable_parameters",
+    "diff_num_grad_updates",
+    "module_train_batch_size",
+    "sum_episodes_length",
+)
+_TIMING = ("time", "timer", "throughput", "duration", "timestamp")
+
+
+def flatten(result: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _scalar(value: Any) -> int | float | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Number):
+        if isinstance(value, int) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
+            return int(value)
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # 0-d numpy/torch
+        return _scalar(value.item())
+    return None
+
+
+def _keep(key: str) -> bool:
+    if key in _TOP_LEVEL:
+        return True
+    parts = key.split("/")
+    if parts[0] == "env_runners":
+        if len(parts) == 2:
+            return parts[1] in _ENV_RUNNER_KEYS
+        # Namespaced custom metrics (e.g. env_runners/belief/bayes_gap).
+        return (
+            not any(noise in key for noise in _NOISE)
+            and "agent_" not in parts[1]
+            and ("module_" not in parts[1])
+        )
+    if parts[0] == "learners" and len(parts) >= 3 and parts[1] != "__all_modules__":
+        return not any(noise in key for noise in _NOISE)
+    return False
+
+
+def compact_metrics(result: Mapping[str, Any]) -> dict[str, int | float | None]:
+    """Scalars worth keeping per iteration: returns, lengths, losses, aux metrics, timings."""
+    row: dict[str, int | float | None] = {}
+    for key, value in flatten(result).items():
+        if not _keep(key):
+            continue
+        scalar = _scalar(value)
+        if scalar is not None or isinstance(value, float):
+            row[key] = scalar
+    return row
+
+
+def is_timing_key(key: str) -> bool:
+    """Keys that differ between identical runs (wall-clock), excluded from determinism checks."""
+    return any(word in key for word in _TIMING)
+
+
+def without_timings(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not is_timing_key(k)}
+
+
+class MetricsLog:
+    """Append-only JSON-lines file, flushed and fsynced per row so a crash loses nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        line = json.dumps(dict(row), sort_keys=True, allow_nan=False) + "\n"
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Rows of a metrics.jsonl; a torn last line (crash mid-write) is skipped."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None) -> str:
+    iteration = row.get("training_iteration", "?")
+    parts = [f"[{run_id}] iter {iteration}" + (f"/{target}" if target else "")]
+    steps = row.get("num_env_steps_sampled_lifetime")
+    if steps is not None:
+        parts.append(f"steps {int(steps):,}")
+    ret = row.get("env_runners/episode_return_mean")
+    if ret is not None:
+        parts.append(f"return {ret:.4g}")
+    losses = [(k, v) for k, v in row.items() if k.endswith("/total_loss") and v is not None]
+    if losses:
+        parts.append(f"loss {losses[0][1]:.4g}")
+    seconds = row.get("time_this_iter_s")
+    if seconds is not None:
+        parts.append(f"{seconds:.1f}s")
+    return " | ".join(parts)

@@ -1,0 +1,172 @@
+"""The provenance manifest: what ran, from which commits, on which machine, and how it ended."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from rl_harness.harness.atomic import read_json, write_json_atomic, write_text_atomic
+from rl_harness.harness.context import RunContext
+from rl_harness.harness.gitinfo import GitIdentity, git_identity, working_tree_patch
+from rl_harness.harness.hardware import host_facts
+
+MANIFEST_NAME = "run_manifest.json"
+KEY_PACKAGES = ("ray", "torch", "gymnasium", "numpy")
+LIBRARY_DIST = "rl-harness"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_lockfile(start: Path, stop_at: Path | None = None) -> Path | None:
+    """The nearest uv.lock at or above `start` (not above `stop_at` when given)."""
+    folder = Path(start).resolve()
+    stop = Path(stop_at).resolve() if stop_at else None
+    while True:
+        candidate = folder / "uv.lock"
+        if candidate.is_file():
+            return candidate
+        if folder == stop or folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in KEY_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def library_root() -> Path:
+    import rl_harness
+
+    return Path(rl_harness.__file__).resolve().parent
+
+
+def _save_patch(identity: GitIdentity | None, results_dir: Path, name: str) -> str | None:
+    """Save a dirty tree's patch against HEAD beside the manifest; return its file name."""
+    if identity is None or identity.diff_sha256 is None:
+        return None
+    write_text_atomic(results_dir / name, working_tree_patch(Path(identity.root)))
+    return name
+
+
+def _identity_record(identity: GitIdentity | None, patch_file: str | None) -> dict[str, Any]:
+    if identity is None:
+        return {"root": None, "commit": None, "branch": None, "dirty": None, "diff_sha256": None}
+    record = identity.to_dict()
+    record["patch_file"] = patch_file
+    return record
+
+
+def start_manifest(
+    context: RunContext,
+    *,
+    source_file: Path,
+    argv: list[str],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Build the manifest of a run that is about to start (status `running`)."""
+    experiment_git = git_identity(context.experiment_dir)
+    library_git = git_identity(library_root())
+    repo_root = Path(experiment_git.root) if experiment_git else None
+    same_repo = bool(experiment_git and library_git and experiment_git.root == library_git.root)
+    lockfile = find_lockfile(context.experiment_dir, stop_at=None)
+    try:
+        library_version = importlib.metadata.version(LIBRARY_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        library_version = None
+    relative_dir = (
+        context.experiment_dir.relative_to(repo_root).as_posix()
+        if repo_root and context.experiment_dir.is_relative_to(repo_root)
+        else context.experiment_dir.name
+    )
+    experiment_patch = _save_patch(experiment_git, context.results_dir, "experiment_repo.patch")
+    library_patch = (
+        experiment_patch
+        if same_repo
+        else _save_patch(library_git, context.results_dir, "library_repo.patch")
+    )
+    return {
+        "schema_version": 1,
+        "run_id": context.run_id,
+        "status": "running",
+        "experiment": {
+            "module": context.experiment_module,
+            "source_file": str(source_file),
+            "source_sha256": sha256_file(source_file),
+            "dir": str(context.experiment_dir),
+            "relative_dir": relative_dir,
+        },
+        "command": {"argv": list(argv), "executable": sys.executable, "cwd": str(Path.cwd())},
+        "options": options,
+        "seed": context.seed,
+        "experiment_repo": _identity_record(experiment_git, experiment_patch),
+        "library": {
+            "version": library_version,
+            "path": str(library_root()),
+            "same_repo_as_experiment": same_repo,
+            **_identity_record(library_git, library_patch),
+        },
+        "lockfile": {
+            "path": str(lockfile) if lockfile else None,
+            "sha256": sha256_file(lockfile) if lockfile else None,
+        },
+        "versions": package_versions(),
+        "hardware": {**host_facts(), "plan": context.hardware.to_dict()},
+        "started_at": utc_now(),
+        "ended_at": None,
+        "duration_s": None,
+        "error": None,
+        "artifacts": {"local": str(context.artifacts_dir), "remote": None},
+    }
+
+
+def manifest_path(results_dir: Path) -> Path:
+    return Path(results_dir) / MANIFEST_NAME
+
+
+def write_manifest(results_dir: Path, manifest: dict[str, Any]) -> None:
+    write_json_atomic(manifest_path(results_dir), manifest)
+
+
+def read_manifest(results_dir: Path) -> dict[str, Any]:
+    return read_json(manifest_path(results_dir))
+
+
+def finish_manifest(
+    manifest: dict[str, Any],
+    status: str,
+    *,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The manifest of an ended run: `completed`, `failed` (with error) or `interrupted`."""
+    if status not in ("completed", "failed", "interrupted"):
+        raise ValueError(f"not a final status: {status!r}")
+    ended = dt.datetime.now(dt.UTC)
+    started = dt.datetime.fromisoformat(manifest["started_at"])
+    return {
+        **manifest,
+        "status": status,
+        "error": error,
+        "ended_at": ended.isoformat(timespec="milliseconds"),
+        "duration_s": round((ended - started).total_seconds(), 3),
+    }

@@ -1,0 +1,331 @@
+"""Runners: a direct `algo.train()` loop owned by the harness, and Tune for sweeps.
+
+Both seed from the context, append compact per-iteration metrics to
+results/<run-id>/metrics.jsonl with a progress line, keep checkpoints under
+artifacts/<run-id>/, and write results/<run-id>/summary.json.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rl_harness.harness.atomic import write_json_atomic
+from rl_harness.harness.context import RunContext
+from rl_harness.harness.hardware import apply_hardware
+from rl_harness.harness.metrics import (
+    METRICS_NAME,
+    MetricsLog,
+    compact_metrics,
+    flatten,
+    progress_line,
+)
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+SUMMARY_NAME = "summary.json"
+CHECKPOINTS_DIR = "checkpoints"
+TUNE_DIR = "tune"
+TUNE_EXPERIMENT = "experiment"
+
+
+@dataclass
+class RunResult:
+    final_metrics: dict[str, Any]
+    iterations: int
+    checkpoint_path: Path | None
+    algorithm_checkpoints: list[Path] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+
+@dataclass
+class TrialRecord:
+    trial_id: str
+    seed: int | None
+    status: str
+    iterations: int
+    final_metrics: dict[str, Any]
+    checkpoint_path: Path | None
+
+
+@dataclass
+class TuneRunResult:
+    trials: list[TrialRecord]
+    experiment_path: Path
+    wall_time_s: float = 0.0
+
+
+def normalize_stop(stop: Mapping[str, float] | int) -> dict[str, float]:
+    """`10` means ten iterations; a mapping is flattened result key -> threshold (>=)."""
+    if isinstance(stop, bool) or not isinstance(stop, int | Mapping):
+        raise TypeError(f"stop must be an int or a mapping, got {type(stop).__name__}")
+    if isinstance(stop, int):
+        if stop < 1:
+            raise ValueError(f"stop must be at least one iteration, got {stop}")
+        return {"training_iteration": stop}
+    if not stop:
+        raise ValueError("stop must name at least one criterion")
+    return dict(stop)
+
+
+def should_stop(flat_result: Mapping[str, Any], stop: Mapping[str, float]) -> bool:
+    return any(
+        flat_result.get(key) is not None and flat_result[key] >= threshold
+        for key, threshold in stop.items()
+    )
+
+
+def prepare_config(
+    config: AlgorithmConfig, context: RunContext, *, apply_plan: bool = True
+) -> AlgorithmConfig:
+    """A copy with the context's seed and (optionally) its hardware plan; science untouched."""
+    config = apply_hardware(config, context.hardware) if apply_plan else config.copy(False)
+    config.debugging(seed=context.seed)
+    return config
+
+
+def ensure_ray(context: RunContext) -> None:
+    """Connect to the context's cluster, or start a local Ray, once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if context.ray_address:
+        ray.init(address=context.ray_address, log_to_driver=True)
+    else:
+        ray.init(include_dashboard=False)
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A checkpoint dir itself, or the newest one under `<dir>/checkpoints/`."""
+    path = Path(path).resolve()
+    if (path / "rllib_checkpoint.json").exists():
+        return path
+    folder = path / CHECKPOINTS_DIR if (path / CHECKPOINTS_DIR).is_dir() else path
+    candidates = sorted(p for p in folder.glob("iter_*") if (p / "rllib_checkpoint.json").exists())
+    if not candidates:
+        raise FileNotFoundError(f"no RLlib checkpoint at or under {path}")
+    return candidates[-1]
+
+
+def _save(algo: Algorithm, context: RunContext, iteration: int) -> Path:
+    path = context.artifacts_dir / CHECKPOINTS_DIR / f"iter_{iteration:06d}"
+    algo.save_to_path(str(path))
+    return path
+
+
+def _write_summary(context: RunContext, record: dict[str, Any]) -> None:
+    write_json_atomic(
+        context.results_dir / SUMMARY_NAME,
+        {"run_id": context.run_id, "seed": context.seed, **record},
+    )
+
+
+def run_algorithm(
+    config: AlgorithmConfig,
+    context: RunContext,
+    *,
+    stop: Mapping[str, float] | int,
+    checkpoint_every: int = 0,
+    apply_plan: bool = True,
+    on_iteration: Callable[[Algorithm, dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Build the algorithm and train it until `stop`, recording every iteration.
+
+    `checkpoint_every=k` saves every k iterations; a final checkpoint is always saved,
+    also when the run is interrupted. With `context.resume_from`, training continues
+    from that checkpoint (its iteration count and weights).
+    """
+    stop = normalize_stop(stop)
+    if checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    config = prepare_config(config, context, apply_plan=apply_plan)
+    ensure_ray(context)
+    started = time.perf_counter()
+    metrics = MetricsLog(context.results_dir / METRICS_NAME)
+    target = stop.get("training_iteration")
+    algo = config.build_algo()
+    checkpoints: list[Path] = []
+    row: dict[str, Any] = {}
+    status = "running"
+    try:
+        if context.resume_from is not None:
+            checkpoint = resolve_checkpoint(context.resume_from)
+            algo.restore_from_path(str(checkpoint))
+            print(f"[{context.run_id}] resumed from {checkpoint} at iteration {algo.iteration}")
+        while not should_stop({"training_iteration": algo.iteration}, stop):
+            result = algo.train()
+            row = compact_metrics(result)
+            metrics.append(row)
+            print(progress_line(context.run_id, row, int(target) if target else None), flush=True)
+            if on_iteration is not None:
+                on_iteration(algo, result)
+            if checkpoint_every and algo.iteration % checkpoint_every == 0:
+                checkpoints.append(_save(algo, context, algo.iteration))
+            if should_stop(flatten(result), stop):
+                break
+        status = "completed"
+    except (KeyboardInterrupt, SystemExit):
+        status = "interrupted"
+        raise
+    except Exception:
+        status = "failed"
+        raise
+    finally:
+        if status != "failed" and (not checkpoints or checkpoints[-1].name != _iter_name(algo)):
+            checkpoints.append(_save(algo, context, algo.iteration))
+        wall = time.perf_counter() - started
+        _write_summary(
+            context,
+            {
+                "runner": "direct",
+                "status": status,
+                "iterations": algo.iteration,
+                "final_metrics": row,
+                "checkpoints": [str(p) for p in checkpoints],
+                "final_checkpoint": str(checkpoints[-1]) if checkpoints else None,
+                "resumed_from": str(context.resume_from) if context.resume_from else None,
+                "stop": stop,
+                "wall_time_s": round(wall, 3),
+            },
+        )
+        algo.stop()
+    return RunResult(
+        row, algo.iteration, checkpoints[-1] if checkpoints else None, checkpoints, wall
+    )
+
+
+def _iter_name(algo: Algorithm) -> str:
+    return f"iter_{algo.iteration:06d}"
+
+
+def _trial_seed(trial_config: Mapping[str, Any]) -> int | None:
+    seed = trial_config.get("seed")
+    return int(seed) if isinstance(seed, int) else None
+
+
+def _metrics_callback(context: RunContext, target: int | None):
+    from ray import tune
+
+    class HarnessMetricsCallback(tune.Callback):
+        """Runs in the driver: one compact row per trial result, tagged with trial id and seed."""
+
+        def __init__(self) -> None:
+            self.log = MetricsLog(context.results_dir / METRICS_NAME)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+            row = {"trial_id": trial.trial_id, "seed": _trial_seed(trial.config)}
+            row.update(compact_metrics(result))
+            self.log.append(row)
+            print(progress_line(f"{context.run_id}/{trial.trial_id}", row, target), flush=True)
+
+    return HarnessMetricsCallback()
+
+
+def run_tune(
+    config: AlgorithmConfig,
+    context: RunContext,
+    *,
+    stop: Mapping[str, float] | int,
+    seeds: Sequence[int] | None = None,
+    param_space: Mapping[str, Any] | None = None,
+    num_samples: int = 1,
+    checkpoint_every: int = 0,
+    max_concurrent_trials: int | None = None,
+    apply_plan: bool = True,
+) -> TuneRunResult:
+    """Run the config under Tune, storing the experiment under artifacts/<run-id>/tune/.
+
+    `seeds` grid-searches the root seed (one trial per seed, recorded per trial);
+    without it every trial uses the context's seed. `param_space` adds Tune search
+    entries (flat AlgorithmConfig keys). With `context.resume_from` pointing at a Tune
+    experiment folder, that experiment is restored and continued instead.
+    """
+    from ray import tune
+
+    stop = normalize_stop(stop)
+    config = prepare_config(config, context, apply_plan=apply_plan)
+    ensure_ray(context)
+    space: dict[str, Any] = dict(param_space or {})
+    if seeds is not None:
+        if not seeds:
+            raise ValueError("seeds must not be empty")
+        space["seed"] = tune.grid_search([int(s) for s in seeds])
+    config_dict = config.to_dict()
+    config_dict.update(space)
+    target = int(stop["training_iteration"]) if "training_iteration" in stop else None
+    run_config = tune.RunConfig(
+        name=TUNE_EXPERIMENT,
+        storage_path=str(context.artifacts_dir / TUNE_DIR),
+        stop=stop,
+        verbose=0,
+        callbacks=[_metrics_callback(context, target)],
+        checkpoint_config=tune.CheckpointConfig(
+            checkpoint_frequency=checkpoint_every, checkpoint_at_end=True
+        ),
+    )
+    started = time.perf_counter()
+    if context.resume_from is not None:
+        experiment = Path(context.resume_from).resolve()
+        if not tune.Tuner.can_restore(str(experiment)):
+            raise FileNotFoundError(f"no restorable Tune experiment at {experiment}")
+        print(f"[{context.run_id}] restoring Tune experiment {experiment}")
+        tuner = tune.Tuner.restore(
+            str(experiment), trainable=config.algo_class, resume_errored=True
+        )
+    else:
+        tuner = tune.Tuner(
+            config.algo_class,
+            param_space=config_dict,
+            run_config=run_config,
+            tune_config=tune.TuneConfig(
+                num_samples=num_samples, max_concurrent_trials=max_concurrent_trials
+            ),
+        )
+    grid = tuner.fit()
+    trials = []
+    for result in grid:
+        metrics = compact_metrics(result.metrics or {})
+        trials.append(
+            TrialRecord(
+                trial_id=str((result.metrics or {}).get("trial_id")),
+                seed=_trial_seed(result.config or {}),
+                status="failed" if result.error else "completed",
+                iterations=int(metrics.get("training_iteration") or 0),
+                final_metrics=metrics,
+                checkpoint_path=Path(result.checkpoint.path) if result.checkpoint else None,
+            )
+        )
+    wall = time.perf_counter() - started
+    experiment_path = Path(grid.experiment_path)
+    _write_summary(
+        context,
+        {
+            "runner": "tune",
+            "status": "failed" if any(t.status == "failed" for t in trials) else "completed",
+            "experiment_path": str(experiment_path),
+            "resumed_from": str(context.resume_from) if context.resume_from else None,
+            "stop": stop,
+            "trials": [
+                {
+                    "trial_id": t.trial_id,
+                    "seed": t.seed,
+                    "status": t.status,
+                    "iterations": t.iterations,
+                    "final_metrics": t.final_metrics,
+                    "checkpoint": str(t.checkpoint_path) if t.checkpoint_path else None,
+                }
+                for t in trials
+            ],
+            "wall_time_s": round(wall, 3),
+        },
+    )
+    errors = [result.error for result in grid if result.error]
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {len(trials)} Tune trials failed: {errors[0]}")
+    return TuneRunResult(trials, experiment_path, wall)

@@ -1,0 +1,50 @@
+"""Recipe sources used by the harness tests (written into temp experiment repos)."""
+
+QUICK = """
+import json
+from rl_harness.harness.provenance import read_manifest
+
+def run(context):
+    # The manifest already says `running` while the recipe runs.
+    status = read_manifest(context.results_dir)["status"]
+    (context.artifacts_dir / "blob.bin").write_bytes(b"x" * 100)
+    return {"seen_status": status, "seed": context.seed, "smoke": context.smoke}
+"""
+
+FAILING = """
+def run(context):
+    raise RuntimeError("the recipe broke on purpose")
+"""
+
+KEYBOARD = """
+def run(context):
+    raise KeyboardInterrupt
+"""
+
+SLEEPY = """
+import time
+from pathlib import Path
+
+def run(context):
+    (context.results_dir / "started").write_text("yes")
+    time.sleep(120)
+"""
+
+NO_RUN = """
+VALUE = 1
+"""
+
+PPO_TINY = """
+from ray.rllib.algorithms.ppo import PPOConfig
+from rl_harness import run_algorithm
+
+def run(context):
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+    )
+    result = run_algorithm(config, context, stop=1)
+    return {"iterations": result.iterations}
+"""

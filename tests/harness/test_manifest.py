@@ -1,0 +1,184 @@
+"""Provenance manifest: fields, two git identities, status transitions, atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rl_harness.harness import atomic
+from rl_harness.harness.cli import main
+from rl_harness.harness.provenance import library_root
+from tests.harness import recipes
+
+
+def _leaf(repo: Path, source: str, name: str = "leaf") -> Path:
+    path = repo / "study" / name / "experiment.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    return path
+
+
+def _only_run(leaf: Path) -> Path:
+    runs = sorted((leaf.parent / "results").iterdir())
+    assert len(runs) == 1
+    return runs[0]
+
+
+def _manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run_manifest.json").read_text())
+
+
+def test_completed_manifest_has_every_field(git_repo, capsys):
+    repo, git = git_repo
+    leaf = _leaf(repo, recipes.QUICK)
+    (repo / "uv.lock").write_text("version = 1\n")
+    git("add", "-A")
+    git("commit", "-qm", "add leaf")
+    assert main([str(leaf), "--seed", "7", "--smoke"]) == 0
+    run_dir = _only_run(leaf)
+    m = _manifest(run_dir)
+
+    assert m["status"] == "completed" and m["error"] is None
+    assert m["run_id"] == run_dir.name and m["seed"] == 7
+    assert m["options"]["seed"] == 7 and m["options"]["smoke"] is True
+    assert m["options"]["hardware_profile"] == "cpu-local"
+    assert m["experiment"]["source_file"] == str(leaf.resolve())
+    assert m["experiment"]["source_sha256"] == hashlib.sha256(leaf.read_bytes()).hexdigest()
+    assert m["experiment"]["relative_dir"] == "study/leaf"
+    assert m["command"]["argv"][1:] == [str(leaf), "--seed", "7", "--smoke"]
+    # The experiment repo and the library are two separate git identities.
+    exp = m["experiment_repo"]
+    assert exp["root"] == str(repo.resolve())
+    assert exp["commit"] == git("rev-parse", "HEAD").strip()
+    assert exp["branch"] == "main" and exp["dirty"] is False and exp["patch_file"] is None
+    lib = m["library"]
+    assert lib["version"] == "0.1.0" and lib["same_repo_as_experiment"] is False
+    lib_head = subprocess.run(
+        ["git", "-C", str(library_root()), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if lib_head.returncode == 0:  # installed from a git checkout
+        assert lib["commit"] == lib_head.stdout.strip() != exp["commit"]
+    assert m["lockfile"] == {
+        "path": str(repo.resolve() / "uv.lock"),
+        "sha256": hashlib.sha256(b"version = 1\n").hexdigest(),
+    }
+    assert set(m["versions"]) == {"python", "ray", "torch", "gymnasium", "numpy"}
+    assert m["versions"]["ray"] == "2.60.0"
+    hw = m["hardware"]
+    for key in ("hostname", "os", "cpu_model", "cpu_count", "memory_bytes", "gpus", "plan"):
+        assert key in hw
+    assert hw["plan"]["profile"] == "cpu-local" and hw["plan"]["num_env_runners"] == 0
+    assert m["started_at"] <= m["ended_at"] and m["duration_s"] >= 0
+    assert m["artifacts"]["local"] == str(leaf.parent.resolve() / "artifacts" / run_dir.name)
+    assert (Path(m["artifacts"]["local"]) / "blob.bin").stat().st_size == 100
+    # The recipe saw `running` while it ran, and its return value was kept.
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result == {"seen_status": "running", "seed": 7, "smoke": True}
+
+
+def test_dirty_tree_saves_its_patch(git_repo, capsys):
+    repo, git = git_repo
+    leaf = _leaf(repo, recipes.QUICK)
+    git("add", "-A")
+    git("commit", "-qm", "add leaf")
+    (repo / "README.md").write_text("experiments, edited\n")
+    (repo / "study" / "notes.py").write_text("UNCOMMITTED = True\n")
+    assert main([str(leaf)]) == 0
+    run_dir = _only_run(leaf)
+    exp = _manifest(run_dir)["experiment_repo"]
+    assert exp["dirty"] is True and exp["patch_file"] == "experiment_repo.patch"
+    patch = (run_dir / "experiment_repo.patch").read_text()
+    assert "+experiments, edited" in patch
+    assert "+UNCOMMITTED = True" in patch  # untracked code is part of what ran
+    assert exp["diff_sha256"] == hashlib.sha256(patch.encode()).hexdigest()
+    assert "study/notes.py" in exp["untracked"]
+
+
+def test_outside_git_repo_records_nulls(tmp_path: Path, capsys):
+    leaf = _leaf(tmp_path, recipes.QUICK)
+    assert main([str(leaf)]) == 0
+    m = _manifest(_only_run(leaf))
+    assert m["experiment_repo"]["commit"] is None and m["status"] == "completed"
+
+
+def test_failing_recipe_records_error(tmp_path: Path, capsys):
+    leaf = _leaf(tmp_path, recipes.FAILING)
+    assert main([str(leaf)]) == 1
+    run_dir = _only_run(leaf)
+    m = _manifest(run_dir)
+    assert m["status"] == "failed" and m["ended_at"] is not None
+    assert m["error"]["type"] == "RuntimeError"
+    assert m["error"]["message"] == "the recipe broke on purpose"
+    assert "RuntimeError" in (run_dir / m["error"]["traceback_file"]).read_text()
+    assert "the recipe broke on purpose" in capsys.readouterr().err
+
+
+def test_keyboard_interrupt_in_recipe_is_interrupted(tmp_path: Path, capsys):
+    leaf = _leaf(tmp_path, recipes.KEYBOARD)
+    assert main([str(leaf)]) == 130
+    m = _manifest(_only_run(leaf))
+    assert m["status"] == "interrupted" and m["error"]["type"] == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_marks_run_interrupted(tmp_path: Path, signum: int, code: int):
+    leaf = _leaf(tmp_path, recipes.SLEEPY)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rl_harness.harness.cli", str(leaf)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    results = leaf.parent / "results"
+    while not (results.exists() and any(results.glob("*/started"))):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    run_dir = _only_run(leaf)
+    assert _manifest(run_dir)["status"] == "running"
+    os.kill(proc.pid, signum)
+    assert proc.wait(timeout=60) == code
+    m = _manifest(run_dir)
+    assert m["status"] == "interrupted"
+    assert signal.Signals(signum).name in m["error"]["message"] or m["error"]["type"] == (
+        "KeyboardInterrupt"
+    )
+
+
+def test_atomic_write_keeps_old_file_on_crash(tmp_path: Path, monkeypatch):
+    target = tmp_path / "run_manifest.json"
+    atomic.write_json_atomic(target, {"status": "running"})
+
+    def crash(*_args, **_kwargs):
+        raise OSError("disk vanished mid-rename")
+
+    monkeypatch.setattr(atomic.os, "replace", crash)
+    with pytest.raises(OSError):
+        atomic.write_json_atomic(target, {"status": "completed"})
+    assert json.loads(target.read_text()) == {"status": "running"}
+    assert [p.name for p in tmp_path.iterdir()] == ["run_manifest.json"]  # no temp left over
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path):
+    target = tmp_path / "x.json"
+    atomic.write_json_atomic(target, {"a": "x" * 10_000})
+    atomic.write_json_atomic(target, {"b": 1})
+    assert json.loads(target.read_text()) == {"b": 1}
+
+
+def test_results_and_artifacts_dirs_can_be_overridden(tmp_path: Path, capsys):
+    leaf = _leaf(tmp_path, recipes.QUICK)
+    res, art = tmp_path / "R", tmp_path / "A"
+    argv = [str(leaf), "--results-dir", str(res), "--artifacts-dir", str(art), "--run-id", "r1"]
+    code = main(argv)
+    assert code == 0
+    assert (res / "r1" / "run_manifest.json").exists() and (art / "r1" / "blob.bin").exists()
+    assert not (leaf.parent / "results").exists()
