@@ -1,0 +1,161 @@
+"""Fetch mirrored artifacts and verify every file's sha256 before it lands in place."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rl_harness.harness.atomic import read_json
+from rl_harness.harness.redaction import redact, secret_values
+from rl_harness.harness.storage.client import (
+    make_s3_client,
+    transfer_config,
+    with_retries,
+)
+from rl_harness.harness.storage.config import B2Config
+from rl_harness.harness.storage.layout import (
+    INDEX_FILE,
+    clean_relative,
+    parse_s3_uri,
+    sha256_file,
+)
+from rl_harness.harness.storage.upload import describe_error, remote_object
+
+
+class IntegrityError(Exception):
+    """A downloaded object's size or sha256 differs from what was recorded."""
+
+
+@dataclass(frozen=True)
+class WantedFile:
+    path: str  # relative, '/'-separated, checked for '..'
+    bucket: str
+    key: str
+    size: int | None
+    sha256: str | None  # None: look it up in the object's metadata
+
+
+@dataclass
+class DownloadReport:
+    dest: Path
+    downloaded: list[str] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # "path: reason", redacted
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def wanted_from_index(results_dir: Path) -> tuple[list[WantedFile], list[str]]:
+    """Files recorded in results_dir/remote_artifacts.json, and problems (files never uploaded)."""
+    index_path = Path(results_dir) / INDEX_FILE
+    if not index_path.is_file():
+        raise FileNotFoundError(
+            f"{index_path} does not exist: this run was never mirrored "
+            "(try `rl-harness upload RUN_DIR`)"
+        )
+    index = read_json(index_path)
+    wanted, problems = [], []
+    for entry in index["files"]:
+        if entry["status"] == "failed" or entry.get("sha256") is None:
+            problems.append(f"{entry['path']}: never uploaded ({entry.get('error')})")
+            continue
+        wanted.append(
+            WantedFile(
+                path=clean_relative(entry["path"], "recorded path"),
+                bucket=index["bucket"],
+                key=entry["key"],
+                size=entry["size"],
+                sha256=entry["sha256"],
+            )
+        )
+    return wanted, problems
+
+
+def wanted_from_uri(client, uri: str) -> list[WantedFile]:
+    """Every object under the `s3://bucket/prefix/` folder, or the single object `uri` names."""
+    bucket, key = parse_s3_uri(uri)
+    folder = key.rstrip("/") + "/" if key.strip("/") else ""
+    wanted = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=folder):
+        for item in page.get("Contents", []):
+            rel = clean_relative(item["Key"][len(folder) :], "object key")
+            if rel:
+                wanted.append(WantedFile(rel, bucket, item["Key"], int(item["Size"]), None))
+    if not wanted and key and not key.endswith("/"):
+        name = clean_relative(key.rsplit("/", 1)[-1], "object key")
+        wanted.append(WantedFile(name, bucket, key, None, None))
+    return wanted
+
+
+def _fetch(client, config: B2Config, transfer, item: WantedFile, dest: Path) -> str:
+    """Download one file to dest/path through a verified temp file; 'downloaded' or 'present'."""
+    expected_sha, expected_size = item.sha256, item.size
+    if expected_sha is None:
+        remote = remote_object(client, item.bucket, item.key)
+        if remote is None:
+            raise FileNotFoundError(f"no object {item.key}")
+        expected_sha, expected_size = remote
+        if expected_sha is None:
+            raise IntegrityError("object has no sha256 metadata, so it cannot be verified")
+    target = dest / item.path
+    if target.is_file() and sha256_file(target) == expected_sha:
+        return "present"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with_retries(
+            lambda: client.download_file(item.bucket, item.key, tmp_name, Config=transfer),
+            attempts=config.max_attempts,
+            base_delay_s=config.retry_base_delay_s,
+        )
+        size = tmp.stat().st_size
+        if expected_size is not None and size != expected_size:
+            raise IntegrityError(f"size {size} != recorded {expected_size}")
+        actual = sha256_file(tmp)
+        if actual != expected_sha:
+            raise IntegrityError(f"sha256 {actual} != recorded {expected_sha} (corrupted object)")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return "downloaded"
+
+
+def download_files(
+    config: B2Config,
+    wanted: list[WantedFile],
+    dest: Path,
+    *,
+    client=None,
+    log: Callable[[str], None] = print,
+) -> DownloadReport:
+    """Fetch `wanted` into `dest` in parallel; problems are collected, never raised."""
+    secrets = [*config.secrets(), *secret_values()]
+    client = client or make_s3_client(config)
+    transfer = transfer_config(config)
+    report = DownloadReport(dest=Path(dest))
+    report.dest.mkdir(parents=True, exist_ok=True)
+
+    def one(item: WantedFile) -> tuple[WantedFile, str | None, str | None]:
+        try:
+            return item, _fetch(client, config, transfer, item, report.dest), None
+        except Exception as exc:
+            return item, None, describe_error(exc, secrets)
+
+    with ThreadPoolExecutor(config.max_workers, thread_name_prefix="b2-download") as pool:
+        for item, outcome, error in pool.map(one, wanted):
+            if outcome == "downloaded":
+                report.downloaded.append(item.path)
+            elif outcome == "present":
+                report.already_present.append(item.path)
+            else:
+                report.problems.append(f"{item.path}: {error}")
+                log(redact(f"[storage] download failed: {item.path}: {error}", secrets))
+    return report

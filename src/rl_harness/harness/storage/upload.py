@@ -1,0 +1,228 @@
+"""Mirror a run's artifacts tree to B2: parallel, idempotent by sha256, and never raising."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rl_harness.harness.atomic import write_json_atomic
+from rl_harness.harness.redaction import redact, secret_values
+from rl_harness.harness.storage.client import (
+    error_status,
+    make_s3_client,
+    transfer_config,
+    with_retries,
+)
+from rl_harness.harness.storage.config import B2Config
+from rl_harness.harness.storage.layout import (
+    INDEX_FILE,
+    clean_relative,
+    local_files,
+    object_key,
+    s3_uri,
+    sha256_file,
+)
+
+BACKEND = "b2"
+SHA256_METADATA = "sha256"  # stored as x-amz-meta-sha256: a multipart ETag is no content hash
+
+
+@dataclass
+class FileRecord:
+    path: str  # relative to the artifacts dir, '/'-separated
+    key: str
+    uri: str
+    size: int | None
+    sha256: str | None
+    status: str  # "uploaded" | "skipped" (already there with this sha256) | "failed"
+    error: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe_error(exc: BaseException, secrets: list[str]) -> str:
+    return redact(f"{type(exc).__name__}: {exc}", secrets)
+
+
+def remote_object(client, bucket: str, key: str) -> tuple[str | None, int] | None:
+    """(our sha256 metadata, size) of an object, or None when it does not exist."""
+    try:
+        head = client.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if error_status(exc) == 404:
+            return None
+        raise
+    return head.get("Metadata", {}).get(SHA256_METADATA), int(head["ContentLength"])
+
+
+def _mirror_file(
+    client, config: B2Config, transfer, rel: str, path: Path, key: str, secrets: list[str]
+) -> FileRecord:
+    record = FileRecord(rel, key, s3_uri(config.bucket, key), None, None, "failed")
+    try:
+        record.size = path.stat().st_size
+        record.sha256 = digest = sha256_file(path)
+
+        def attempt() -> str:
+            if remote_object(client, config.bucket, key) == (digest, record.size):
+                return "skipped"
+            client.upload_file(
+                str(path),
+                config.bucket,
+                key,
+                ExtraArgs={"Metadata": {SHA256_METADATA: digest}},
+                Config=transfer,
+            )
+            return "uploaded"
+
+        record.status = with_retries(
+            attempt, attempts=config.max_attempts, base_delay_s=config.retry_base_delay_s
+        )
+    except Exception as exc:
+        record.status = "failed"
+        record.error = describe_error(exc, secrets)
+    return record
+
+
+class _UploadInterrupted(Exception):
+    pass
+
+
+def _mirror_all(
+    client, config: B2Config, files: list[tuple[str, Path]], run_path: str, secrets: list[str]
+) -> list[FileRecord]:
+    transfer = transfer_config(config)
+    records: dict[str, FileRecord] = {}
+    pool = ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="b2-upload")
+    futures: list[Future[FileRecord]] = [
+        pool.submit(
+            _mirror_file,
+            client,
+            config,
+            transfer,
+            rel,
+            path,
+            object_key(config.prefix, run_path, rel),
+            secrets,
+        )
+        for rel, path in files
+    ]
+    try:
+        for future in as_completed(futures):
+            record = future.result()
+            records[record.path] = record
+    except KeyboardInterrupt:
+        # A second Ctrl-C at the end of a run skips the rest of the upload, so the run can
+        # still record itself; files in flight finish in the background.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for rel, _ in files:
+            if rel not in records:
+                key = object_key(config.prefix, run_path, rel)
+                records[rel] = FileRecord(
+                    rel, key, s3_uri(config.bucket, key), None, None, "failed", "interrupted"
+                )
+        raise _UploadInterrupted(list(records.values())) from None
+    pool.shutdown()
+    return [records[rel] for rel, _ in files]
+
+
+def mirror_run_artifacts(
+    config: B2Config,
+    *,
+    artifacts_dir: Path,
+    results_dir: Path,
+    remote_run_path: str,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Upload every file under `artifacts_dir` to `{prefix}/{remote_run_path}/...`.
+
+    Files already present with the same sha256 are skipped, so a rerun resumes where a failed
+    one stopped. Writes `results_dir/remote_artifacts.json` and returns the summary for
+    manifest["artifacts"]["remote"]. Never raises for upload problems: status "failed" and a
+    redacted reason say what went wrong.
+    """
+    secrets = [*config.secrets(), *secret_values()]
+    start = time.monotonic()
+    summary: dict = {
+        "backend": BACKEND,
+        **config.public_dict(),
+        "base_uri": None,
+        "status": "failed",
+        "files": 0,
+        "uploaded": 0,
+        "skipped": 0,
+        "failed": 0,
+        "bytes": 0,
+        "bytes_uploaded": 0,
+        "index": INDEX_FILE,
+        "started_at": _now(),
+        "ended_at": None,
+        "duration_s": None,
+        "error": None,
+    }
+
+    def say(message: str) -> None:
+        log(redact(message, secrets))
+
+    records: list[FileRecord] = []
+    try:
+        run_path = clean_relative(str(remote_run_path), "remote_run_path")
+        if not run_path:
+            raise ValueError("remote_run_path is empty")
+        summary["base_uri"] = s3_uri(config.bucket, object_key(config.prefix, run_path, "") + "/")
+        artifacts_dir = Path(artifacts_dir)
+        if not artifacts_dir.is_dir():
+            raise FileNotFoundError(f"artifacts dir does not exist: {artifacts_dir}")
+        files = local_files(artifacts_dir)
+        say(f"[storage] mirroring {len(files)} files from {artifacts_dir} to {summary['base_uri']}")
+        client = make_s3_client(config)
+        records = _mirror_all(client, config, files, run_path, secrets)
+    except _UploadInterrupted as interrupted:
+        records = interrupted.args[0]
+        summary["error"] = "upload interrupted; rerun with `rl-harness upload RUN_DIR`"
+    except Exception as exc:
+        summary["error"] = describe_error(exc, secrets)
+
+    failed = [record for record in records if record.status == "failed"]
+    for record in failed:
+        say(f"[storage] upload failed: {record.path}: {record.error}")
+    if failed and summary["error"] is None:
+        summary["error"] = (
+            f"{len(failed)} of {len(records)} files failed (first: {failed[0].path}: "
+            f"{failed[0].error}); rerun with `rl-harness upload RUN_DIR`"
+        )
+    summary.update(
+        files=len(records),
+        uploaded=sum(record.status == "uploaded" for record in records),
+        skipped=sum(record.status == "skipped" for record in records),
+        failed=len(failed),
+        bytes=sum(record.size or 0 for record in records),
+        bytes_uploaded=sum(record.size or 0 for record in records if record.status == "uploaded"),
+        status="completed" if summary["error"] is None else "failed",
+        ended_at=_now(),
+        duration_s=round(time.monotonic() - start, 3),
+    )
+    index = {
+        "schema_version": 1,
+        **{k: summary[k] for k in ("backend", "bucket", "endpoint", "prefix", "base_uri")},
+        "status": summary["status"],
+        "written_at": summary["ended_at"],
+        "files": [asdict(record) for record in records],
+    }
+    try:
+        write_json_atomic(Path(results_dir) / INDEX_FILE, index)
+    except Exception as exc:
+        summary["status"] = "failed"
+        summary["error"] = describe_error(exc, secrets)
+    say(
+        f"[storage] {summary['status']}: {summary['uploaded']} uploaded, "
+        f"{summary['skipped']} already present, {summary['failed']} failed "
+        f"({summary['bytes']} bytes) in {summary['duration_s']} s"
+    )
+    return summary
