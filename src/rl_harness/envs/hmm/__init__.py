@@ -1,0 +1,78 @@
+"""Finite hidden Markov models as Gymnasium environments, with exact beliefs.
+
+Model and beliefs: `HMMModel` (immutable, validated), `HMMSample`, `predict`, `update`
+(alias `measure`), `next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`.
+
+Envs: `HMMEnv` (gymnasium.Env) and `HMMVectorEnv` (N copies in one NumPy call, next-step
+autoreset), both built from the same JSON-serializable env_config (see `HMMEnvConfig`):
+
+    {"model": "rl_harness.envs.mess3:mess3_model", "model_kwargs": {"x": 0.05, "alpha": 0.85},
+     "task": "rl_harness.envs.mess3.tasks:NextTokenTask", "task_kwargs": {},
+     "episode_length": 128, "random_first_episode_length": False, "token_window": 8,
+     "action_window": 0, "include_belief": False, "include_state": False,
+     "observation_delay": 0, "info": ["token", "belief"]}
+
+Importing this package registers ENV_ID = "rl_harness/HMM-v0" with gymnasium (entry point
+and vector entry point), so with RLlib:
+
+    config.environment("rl_harness/HMM-v0", env_config=...)
+    config.env_runners(gym_env_vectorize_mode="vector_entry_point")
+
+For remote env runners use IMPORTING_ENV_ID ("rl_harness.envs.hmm:rl_harness/HMM-v0"),
+which makes gymnasium import this package (and so register the id) in the worker.
+
+Observation: flat float32 in [0, 1], parts in this order (`env.layout` holds the slices):
+token window (newest first, one-hot, zeros before any token; lagged by observation_delay),
+previous actions (newest first, one-hot), exact belief (lagged like the tokens), one-hot
+hidden state (privileged, never lagged).
+
+Info keys, each present only when named in env_config "info" (reset infos carry them too):
+  "token"             token emitted by the latest move (-1 at reset)
+  "state_before"      hidden state the latest move left (-1 at reset)
+  "state"             hidden state now
+  "belief"            exact belief over the hidden state now given every token (and action)
+                      so far, float64 (n_states,)
+  "reward_components" dict of the task's named reward parts (0.0 at reset)
+
+Randomness: named streams of the reset seed, see `rl_harness.envs.hmm.simulator`.
+"""
+
+from rl_harness.envs.hmm.beliefs import (
+    filter_beliefs,
+    measure,
+    next_token_probabilities,
+    predict,
+    sampled_beliefs,
+    update,
+)
+from rl_harness.envs.hmm.config import INFO_KEYS, HMMEnvConfig, load_object
+from rl_harness.envs.hmm.env import HMMEnv
+from rl_harness.envs.hmm.model import HMMModel, HMMSample
+from rl_harness.envs.hmm.registration import ENV_ID, IMPORTING_ENV_ID, register_envs
+from rl_harness.envs.hmm.simulator import ObservationLayout
+from rl_harness.envs.hmm.task import Task, Transition
+from rl_harness.envs.hmm.vector_env import HMMVectorEnv
+
+register_envs()
+
+__all__ = [
+    "ENV_ID",
+    "IMPORTING_ENV_ID",
+    "INFO_KEYS",
+    "HMMEnv",
+    "HMMEnvConfig",
+    "HMMModel",
+    "HMMSample",
+    "HMMVectorEnv",
+    "ObservationLayout",
+    "Task",
+    "Transition",
+    "filter_beliefs",
+    "load_object",
+    "measure",
+    "next_token_probabilities",
+    "predict",
+    "register_envs",
+    "sampled_beliefs",
+    "update",
+]

@@ -1,0 +1,93 @@
+"""Exact belief (mixed-state) operations, vectorized over any leading batch shape.
+
+A belief is a distribution over hidden states given the tokens seen so far. Seeing token k
+maps belief b to b T[k] / (b T[k] 1), which conditions on k and advances one step at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rl_harness.envs.hmm.model import HMMModel
+
+
+def _tokens_array(model: HMMModel, tokens: object) -> np.ndarray:
+    array = np.asarray(tokens)
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"tokens must be integers, got dtype {array.dtype}")
+    array = array.astype(np.int64, copy=False)
+    if array.size and (array.min() < 0 or array.max() >= model.n_tokens):
+        raise ValueError(
+            f"tokens must lie in [0, {model.n_tokens}), got range [{array.min()}, {array.max()}]"
+        )
+    return array
+
+
+def predict(model: HMMModel, belief: np.ndarray) -> np.ndarray:
+    """Belief over the next state without seeing a token: b P."""
+    return np.asarray(belief, dtype=np.float64) @ model.transition_matrix
+
+
+def next_token_probabilities(model: HMMModel, belief: np.ndarray) -> np.ndarray:
+    """P(next token = k | belief), shape (..., n_tokens)."""
+    emit = model.token_matrices.sum(axis=2).T  # (n_states, n_tokens): P(token k | state i)
+    return np.asarray(belief, dtype=np.float64) @ emit
+
+
+def update(model: HMMModel, belief: np.ndarray, token: object) -> np.ndarray:
+    """Bayes update on seeing `token` (broadcast against belief's batch shape): b T[k] / norm."""
+    belief = np.asarray(belief, dtype=np.float64)
+    tokens = _tokens_array(model, token)
+    unnormalized = np.einsum("...i,...ij->...j", belief, model.token_matrices[tokens])
+    norm = unnormalized.sum(axis=-1, keepdims=True)
+    if np.any(norm <= 0):
+        raise ValueError("token has probability zero under the given belief")
+    return unnormalized / norm
+
+
+# Filtering texts call the Bayes step "measure"; for token matrices it is the same operation.
+measure = update
+
+
+def filter_beliefs(
+    model: HMMModel, tokens: object, initial: np.ndarray | None = None
+) -> np.ndarray:
+    """Exact beliefs along many sequences at once.
+
+    tokens: (n_seq, T) ints (or (T,)); returns (n_seq, T + 1, n_states) (or (T + 1, n_states)),
+    where [:, t] is the belief after the first t tokens and [:, 0] is `initial`
+    (default `model.initial`).
+    """
+    array = _tokens_array(model, tokens)
+    single = array.ndim == 1
+    if single:
+        array = array[None, :]
+    if array.ndim != 2:
+        raise ValueError(f"tokens must have shape (n_seq, T) or (T,), got {array.shape}")
+    n_seq, length = array.shape
+    start = model.initial if initial is None else np.asarray(initial, dtype=np.float64)
+    if start.shape != (model.n_states,) or np.any(start < 0) or abs(start.sum() - 1) > 1e-9:
+        raise ValueError(f"initial must be a distribution over {model.n_states} states")
+    beliefs = np.empty((n_seq, length + 1, model.n_states))
+    beliefs[:, 0] = start
+    belief = beliefs[:, 0]
+    for t in range(length):
+        unnormalized = np.einsum("ni,nij->nj", belief, model.token_matrices[array[:, t]])
+        norm = unnormalized.sum(axis=1, keepdims=True)
+        if np.any(norm <= 0):
+            bad = int(np.flatnonzero(norm[:, 0] <= 0)[0])
+            raise ValueError(f"sequence {bad} has probability zero at token {t}")
+        belief = unnormalized / norm
+        beliefs[:, t + 1] = belief
+    return beliefs[0] if single else beliefs
+
+
+def sampled_beliefs(
+    model: HMMModel, n_sequences: int, n_steps: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sample sequences from `model.initial` and filter them exactly.
+
+    Returns tokens (n_sequences, n_steps) and beliefs (n_sequences, n_steps + 1, n_states).
+    """
+    sample = model.sample(n_steps, rng, n_sequences=n_sequences)
+    return sample.tokens, filter_beliefs(model, sample.tokens)

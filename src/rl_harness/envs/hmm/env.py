@@ -1,0 +1,90 @@
+"""`HMMEnv`: one copy of a finite-HMM process as a `gymnasium.Env`.
+
+It runs the same batched core as `HMMVectorEnv` with a single copy, so N `HMMEnv`s seeded
+s, s+1, ... produce exactly the trajectories of `HMMVectorEnv(N)` reset with seed s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rl_harness.envs.hmm.config import HMMEnvConfig
+from rl_harness.envs.hmm.simulator import BatchSimulator
+
+
+def resolve_config(
+    env_config: Mapping[str, Any] | HMMEnvConfig | None, kwargs: dict
+) -> HMMEnvConfig:
+    """Accept `Env(env_config)` (RLlib style) or `Env(**env_config)` (gymnasium.make style)."""
+    if isinstance(env_config, HMMEnvConfig):
+        if kwargs:
+            raise TypeError("pass either an HMMEnvConfig or keyword settings, not both")
+        return env_config
+    if env_config is not None and kwargs:
+        raise TypeError("pass env_config either as one mapping or as keywords, not both")
+    return HMMEnvConfig.from_mapping(kwargs if env_config is None else env_config)
+
+
+def _scalar_info(info: dict) -> dict:
+    """Copy 0 of a vector-form info, as plain Python scalars / (n_states,) arrays."""
+    single: dict = {}
+    for key, value in info.items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, dict):
+            single[key] = _scalar_info(value)
+        elif value.ndim == 1:
+            single[key] = value[0].item()
+        else:
+            single[key] = value[0]
+    return single
+
+
+class HMMEnv(gym.Env):
+    """A finite-HMM env: hidden state, tokens, history, exact belief; a task sets the reward.
+
+    The observation is a flat float32 vector laid out by `self.layout`. Episodes never
+    terminate; they are truncated after `episode_length` steps (the first one after seeding
+    may be shorter with `random_first_episode_length`).
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env_config: Mapping[str, Any] | HMMEnvConfig | None = None, **kwargs: Any):
+        self.config = resolve_config(env_config, kwargs)
+        self._sim = BatchSimulator(self.config, 1)
+        self.model = self._sim.model
+        self.task = self._sim.task
+        self.layout = self._sim.layout
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (self.layout.size,), np.float32)
+        self.action_space = gym.spaces.Discrete(self._sim.n_actions)
+        self._started = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict]:
+        if options:
+            raise ValueError(f"HMMEnv.reset takes no options, got {sorted(options)}")
+        super().reset(seed=seed)
+        obs, info = self._sim.reset([seed])
+        self._started = True
+        return obs[0], _scalar_info(info)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if self._sim._needs_reset[0]:
+            raise RuntimeError("the episode has ended; call reset() before stepping again")
+        actions = self._sim.check_actions(np.asarray(action).reshape(1))
+        obs, rewards, terminated, truncated, info = self._sim.step(actions)
+        return (
+            obs[0],
+            float(rewards[0]),
+            bool(terminated[0]),
+            bool(truncated[0]),
+            _scalar_info(info),
+        )

@@ -1,0 +1,287 @@
+"""The batched core of `HMMEnv` and `HMMVectorEnv`: n copies of the process stepped at once.
+
+Both envs run this same code (the single env with n = 1), so a copy's trajectory depends only
+on its own seed. Everything is validated and tabulated at construction; a step is a fixed
+sequence of NumPy calls over all copies, with no per-copy Python loop.
+
+Randomness per copy comes from named streams of the reset seed (rl_harness.seeding):
+"state" (initial and next hidden state), "emission" (token given the move), "episode_length"
+(the randomized first episode length). Every call on a copy, reset or step, consumes exactly
+one "state" and one "emission" uniform (a reset discards its emission draw), which keeps all
+copies' streams in lockstep, so an auto-reset inside a batch matches a single env's reset.
+"presentation" is reserved for draws that change what the agent is shown but not the process;
+no current option draws from it, and a named stream can be added later without moving these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rl_harness.envs.hmm.config import HMMEnvConfig, build_model, build_task
+from rl_harness.envs.hmm.model import HMMModel
+from rl_harness.envs.hmm.sampling import categorical, cumulative
+from rl_harness.envs.hmm.streams import LockstepUniforms
+from rl_harness.envs.hmm.task import Task, Transition
+from rl_harness.seeding import stream_rng
+
+
+@dataclass(frozen=True)
+class ObservationLayout:
+    """Where each part sits in the flat float32 observation (empty slices for parts left out).
+
+    tokens: newest-first one-hot window (token_window x n_tokens; all zeros before any token);
+    actions: newest-first one-hot previous actions (action_window x n_actions);
+    belief: exact belief (lagged by observation_delay); state: one-hot hidden state (privileged).
+    """
+
+    tokens: slice
+    actions: slice
+    belief: slice
+    state: slice
+    size: int
+
+
+def _layout(config: HMMEnvConfig, model: HMMModel, n_actions: int) -> ObservationLayout:
+    sizes = (
+        config.token_window * model.n_tokens,
+        config.action_window * n_actions,
+        model.n_states if config.include_belief else 0,
+        model.n_states if config.include_state else 0,
+    )
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    slices = [slice(bounds[i], bounds[i + 1]) for i in range(4)]
+    return ObservationLayout(*slices, size=int(bounds[-1]))
+
+
+def _one_hot_table(n: int) -> np.ndarray:
+    # Row n (reached by index -1) is all zeros: the encoding of "no token/action yet".
+    return np.vstack([np.eye(n, dtype=np.float32), np.zeros((1, n), dtype=np.float32)])
+
+
+def _control_tables(model: HMMModel, task: Task) -> np.ndarray:
+    matrices = task.control_matrices()
+    if matrices is None:
+        return model.token_matrices[None]
+    matrices = np.asarray(matrices, dtype=np.float64)
+    expected = (task.action_space.n, model.n_tokens, model.n_states, model.n_states)
+    if matrices.shape != expected:
+        raise ValueError(f"task control matrices must have shape {expected}, got {matrices.shape}")
+    for action, tensor in enumerate(matrices):
+        try:  # reuse the model's validation for each action's dynamics
+            HMMModel(tensor, model.initial, name=f"{model.name} under action {action}")
+        except ValueError as error:
+            raise ValueError(f"task control matrices for action {action}: {error}") from error
+    return matrices
+
+
+class BatchSimulator:
+    """n copies of one HMM env. Call `reset(seeds)` first, then `step(actions)` repeatedly.
+
+    `step` auto-resets copies whose previous step ended the episode (gymnasium's next-step
+    autoreset): their action is ignored and they return the reset observation, reward 0.
+    """
+
+    def __init__(self, config: HMMEnvConfig, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"number of env copies must be positive, got {n}")
+        self.config = config
+        self.n = n
+        self.model = build_model(config)
+        self.task = build_task(config, self.model)
+        self.n_actions = int(self.task.action_space.n)
+        self.layout = _layout(config, self.model, self.n_actions)
+        self.reward_components = tuple(self.task.reward_components)
+
+        s, k = self.model.n_states, self.model.n_tokens
+        controls = _control_tables(self.model, self.task)
+        self._controlled = self.task.control_matrices() is not None
+        transitions = controls.sum(axis=1)  # (n_controls, s, s)
+        self._token_matrices = controls
+        self._cum_state = cumulative(transitions)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # P(token | move i -> j); moves of probability 0 never happen, give them uniform.
+            emission = controls.transpose(0, 2, 3, 1) / transitions[..., None]
+        emission = np.where(transitions[..., None] > 0, emission, 1.0 / k)
+        self._cum_emission = cumulative(emission)  # (n_controls, s, s, k)
+        self._cum_initial = np.broadcast_to(cumulative(self.model.initial), (n, s))
+        self._token_table = _one_hot_table(k)
+        self._action_table = _one_hot_table(self.n_actions)
+        self._state_table = np.eye(s, dtype=np.float32)
+        self._track_belief = config.include_belief or "belief" in config.info
+
+        delay, window = config.observation_delay, config.token_window
+        self._token_history = np.full((n, window + delay if window else 0), -1, dtype=np.int64)
+        self._action_history = np.full((n, config.action_window), -1, dtype=np.int64)
+        self._belief = np.tile(self.model.initial, (n, 1))
+        lag = delay if config.include_belief else 0
+        self._belief_history = np.tile(self.model.initial, (n, lag + 1, 1))
+        self._state = np.zeros(n, dtype=np.int64)
+        self._t = np.zeros(n, dtype=np.int64)
+        self._length = np.full(n, config.episode_length, dtype=np.int64)
+        self._needs_reset = np.zeros(n, dtype=bool)
+        self._any_needs_reset = False
+        self._seeded = np.zeros(n, dtype=bool)
+        self._state_uniforms: LockstepUniforms | None = None
+        self._emission_uniforms: LockstepUniforms | None = None
+        self._minus_ones = np.full(n, -1, dtype=np.int64)
+
+    @property
+    def observation_size(self) -> int:
+        return self.layout.size
+
+    # ------------------------------------------------------------------ seeding and reset
+
+    def _seed_copy(self, index: int, seed: int | None) -> None:
+        root = np.random.SeedSequence().entropy if seed is None else seed
+        state_rng = stream_rng(root, "state")
+        emission_rng = stream_rng(root, "emission")
+        if self._state_uniforms is None or self._emission_uniforms is None:
+            raise RuntimeError("streams must exist before seeding a copy")
+        self._state_uniforms.replace(index, state_rng)
+        self._emission_uniforms.replace(index, emission_rng)
+        length = self.config.episode_length
+        if self.config.random_first_episode_length:
+            length = int(stream_rng(root, "episode_length").integers(1, length + 1))
+        self._length[index] = length
+        self._seeded[index] = True
+
+    def reset(self, seeds: list[int | None]) -> tuple[np.ndarray, dict]:
+        """Reset every copy; copy i is reseeded when seeds[i] is an int (or never seeded)."""
+        if len(seeds) != self.n:
+            raise ValueError(f"expected {self.n} seeds, got {len(seeds)}")
+        if self._state_uniforms is None:
+            # Placeholder generators; every copy is seeded below before any draw is used.
+            placeholders = [np.random.default_rng(0) for _ in range(self.n)]
+            self._state_uniforms = LockstepUniforms(placeholders)
+            self._emission_uniforms = LockstepUniforms(list(placeholders))
+        assert self._emission_uniforms is not None
+        self._length[:] = self.config.episode_length
+        for index, seed in enumerate(seeds):
+            if seed is not None or not self._seeded[index]:
+                self._seed_copy(index, seed)
+        u_state = self._state_uniforms.next()
+        self._emission_uniforms.next()  # consumed for lockstep, see module docstring
+        everyone = np.ones(self.n, dtype=bool)
+        self._reset_copies(everyone, u_state)
+        self._needs_reset[:] = False
+        self._any_needs_reset = False
+        zeros = np.zeros(self.n)
+        info = self._info(self._minus_ones, {name: zeros for name in self.reward_components})
+        return self._observe(), info
+
+    def _reset_copies(self, mask: np.ndarray, u_state: np.ndarray) -> None:
+        self._state[mask] = categorical(self._cum_initial[mask], u_state[mask])
+        self._t[mask] = 0
+        self._token_history[mask] = -1
+        self._action_history[mask] = -1
+        self._belief[mask] = self.model.initial
+        self._belief_history[mask] = self.model.initial
+
+    # ------------------------------------------------------------------ stepping
+
+    def check_actions(self, actions: object) -> np.ndarray:
+        array = np.asarray(actions)
+        if array.shape != (self.n,):
+            raise ValueError(f"expected actions of shape ({self.n},), got {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers, got dtype {array.dtype}")
+        if self._any_needs_reset:
+            # Copies about to auto-reset ignore their action; any value is accepted.
+            array = np.where(self._needs_reset, 0, array)
+        low, high = array.min(), array.max()
+        if low < 0 or high >= self.n_actions:
+            bad = array[(array < 0) | (array >= self.n_actions)][0]
+            raise ValueError(f"action {bad} is outside the action space Discrete({self.n_actions})")
+        return array.astype(np.int64, copy=False)
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Advance every copy one step; `actions` must come from `check_actions`."""
+        if self._state_uniforms is None or self._emission_uniforms is None:
+            raise RuntimeError("call reset() before step()")
+        u_state = self._state_uniforms.next()
+        u_emission = self._emission_uniforms.next()
+        before = self._state
+        if self._controlled:
+            state_rows = self._cum_state[actions, before]
+        else:
+            state_rows = self._cum_state[0, before]
+        state = categorical(state_rows, u_state)
+        control = actions if self._controlled else 0
+        token = categorical(self._cum_emission[control, before, state], u_emission)
+
+        rewards, components = self.task.reward(actions, Transition(before, token, state))
+        if self._track_belief:
+            moved = np.matmul(self._belief[:, None, :], self._token_matrices[control, token])[:, 0]
+            self._belief = moved / moved.sum(axis=1, keepdims=True)
+            if self._belief_history.shape[1] > 1:
+                self._belief_history[:, 1:] = self._belief_history[:, :-1]
+            self._belief_history[:, 0] = self._belief
+        if self._token_history.shape[1]:
+            self._token_history[:, 1:] = self._token_history[:, :-1]
+            self._token_history[:, 0] = token
+        if self._action_history.shape[1]:
+            self._action_history[:, 1:] = self._action_history[:, :-1]
+            self._action_history[:, 0] = actions
+        self._state = state
+        self._t += 1
+
+        if self._any_needs_reset:
+            resetting = self._needs_reset
+            self._reset_copies(resetting, u_state)
+            rewards = np.where(resetting, 0.0, rewards)
+            components = {name: np.where(resetting, 0.0, v) for name, v in components.items()}
+            token = np.where(resetting, -1, token)
+            before = np.where(resetting, -1, before)
+        truncated = self._t >= self._length
+        self._needs_reset = truncated
+        self._any_needs_reset = bool(truncated.any())
+        self._length[truncated] = self.config.episode_length
+        terminated = np.zeros(self.n, dtype=bool)
+        info = self._info(before, components, token) if self.config.info else {}
+        return self._observe(), np.asarray(rewards, dtype=np.float64), terminated, truncated, info
+
+    # ------------------------------------------------------------------ outputs
+
+    def _observe(self) -> np.ndarray:
+        layout, config = self.layout, self.config
+        obs = np.empty((self.n, layout.size), dtype=np.float32)
+        if config.token_window:
+            visible = self._token_history[:, config.observation_delay :]
+            obs[:, layout.tokens] = self._token_table[visible].reshape(self.n, -1)
+        if config.action_window:
+            obs[:, layout.actions] = self._action_table[self._action_history].reshape(self.n, -1)
+        if config.include_belief:
+            obs[:, layout.belief] = self._belief_history[:, -1]
+        if config.include_state:
+            obs[:, layout.state] = self._state_table[self._state]
+        return obs
+
+    def _info(
+        self,
+        state_before: np.ndarray,
+        components: dict[str, np.ndarray],
+        token: np.ndarray | None = None,
+    ) -> dict:
+        """Infos in gymnasium's vector form: each key an (n, ...) array plus an all-True "_key"."""
+        values = {
+            "token": self._minus_ones if token is None else token,
+            "state_before": state_before,
+            "state": self._state,
+            "belief": self._belief,
+        }
+        info: dict = {}
+        for key in self.config.info:
+            if key == "reward_components":
+                nested: dict = {}
+                for name in self.reward_components:
+                    nested[name] = np.array(components[name], dtype=np.float64)
+                    nested[f"_{name}"] = np.ones(self.n, dtype=bool)
+                info[key] = nested
+            else:
+                info[key] = values[key].copy()
+            info[f"_{key}"] = np.ones(self.n, dtype=bool)
+        return info

@@ -1,0 +1,43 @@
+"""MESS3 and friends on top of `rl_harness.envs.hmm`.
+
+Models: `mess3_model(x, alpha)` (paper setting PAPER_X = 0.05, PAPER_ALPHA = 0.85) and
+`control_chain_model(alpha)` (the reference's fixed asymmetric chain; not MESS3).
+Tasks (in `rl_harness.envs.mess3.tasks`, named in env_config as
+"rl_harness.envs.mess3.tasks:NextTokenTask" etc.): NextTokenTask, CurrentStateTask,
+PassiveTask, ControlledTask. Baselines: `bayes_optimal_next_token_reward`,
+`bayes_optimal_state_reward`.
+"""
+
+from rl_harness.envs.mess3.baselines import (
+    bayes_optimal_next_token_reward,
+    bayes_optimal_state_reward,
+)
+from rl_harness.envs.mess3.model import (
+    CONTROL_CHAIN_TRANSITION,
+    PAPER_ALPHA,
+    PAPER_X,
+    control_chain_model,
+    mess3_emission,
+    mess3_model,
+)
+from rl_harness.envs.mess3.tasks import (
+    ControlledTask,
+    CurrentStateTask,
+    NextTokenTask,
+    PassiveTask,
+)
+
+__all__ = [
+    "CONTROL_CHAIN_TRANSITION",
+    "PAPER_ALPHA",
+    "PAPER_X",
+    "ControlledTask",
+    "CurrentStateTask",
+    "NextTokenTask",
+    "PassiveTask",
+    "bayes_optimal_next_token_reward",
+    "bayes_optimal_state_reward",
+    "control_chain_model",
+    "mess3_emission",
+    "mess3_model",
+]

@@ -1,0 +1,65 @@
+"""MESS3 (Marzen & Crutchfield) and the reference implementation's fixed "control" chain.
+
+MESS3 with parameters x and alpha, b = (1 - alpha) / 2 and y = 1 - 2x:
+
+    T[k, i, j] = (alpha if j == k else b) * (y if i == j else x)
+
+i.e. a symmetric chain (stay with probability y) whose entered state j emits token j with
+probability alpha. Its stationary distribution is uniform. Belief-geometry papers use
+x = 0.05, alpha = 0.85 (PAPER_X, PAPER_ALPHA), where the belief fractal is visible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rl_harness.envs.hmm.model import HMMModel
+
+PAPER_X = 0.05
+PAPER_ALPHA = 0.85
+
+# The reference implementation's "control" model: a fixed, asymmetric chain (stationary
+# distribution (0.45, 0.45, 0.10)) with MESS3's emission. It is not MESS3.
+CONTROL_CHAIN_TRANSITION = np.array(
+    [[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]], dtype=np.float64
+)
+CONTROL_CHAIN_TRANSITION.flags.writeable = False
+
+
+def _check_alpha(alpha: float) -> float:
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    return float(alpha)
+
+
+def mess3_emission(alpha: float) -> np.ndarray:
+    """E[s, o] = alpha if o == s else (1 - alpha) / 2."""
+    alpha = _check_alpha(alpha)
+    b = (1.0 - alpha) / 2.0
+    return np.where(np.eye(3, dtype=bool), alpha, b)
+
+
+def mess3_model(x: float, alpha: float) -> HMMModel:
+    """The MESS3 HMM; the paper setting is `mess3_model(PAPER_X, PAPER_ALPHA)`."""
+    if not 0.0 <= x <= 0.5:
+        raise ValueError(f"x must lie in [0, 0.5] (so that 1 - 2x >= 0), got {x}")
+    y = 1.0 - 2.0 * x
+    transition = np.where(np.eye(3, dtype=bool), y, x)
+    return HMMModel.from_transition_emission(
+        transition,
+        mess3_emission(alpha),
+        np.full(3, 1.0 / 3.0),
+        emitted_by="next",
+        name=f"mess3(x={x:g}, alpha={alpha:g})",
+    )
+
+
+def control_chain_model(alpha: float) -> HMMModel:
+    """The reference "control" model: CONTROL_CHAIN_TRANSITION with MESS3 emissions,
+    started from its stationary distribution."""
+    return HMMModel.from_transition_emission(
+        CONTROL_CHAIN_TRANSITION,
+        mess3_emission(alpha),
+        emitted_by="next",
+        name=f"control_chain(alpha={alpha:g})",
+    )
