@@ -1,0 +1,78 @@
+"""Head mixins: extra classifier outputs in `_forward_train` under a namespace.
+
+Compose before the module class, e.g.
+`class Leaf(NextTokenAuxHeadMixin, GRUActorCritic): ...`. Each head reads the
+module's representation (`Columns.EMBEDDINGS` of `_forward_train`, width
+`representation_dim`), so it works on any ActorCriticRLModule. Heads only run
+in training forward passes; acting never pays for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.rllib.core.columns import Columns
+from torch import nn
+
+from rl_harness.learners.aux_keys import NEXT_TOKEN_AUX, STATE_AUX, AuxKeys
+from rl_harness.learners.components import ACTIVATIONS, MLPHead
+from rl_harness.learners.models.model_config import config_choice, config_int, config_sizes
+
+
+def build_aux_head(module: Any, keys: AuxKeys) -> nn.Module:
+    """A classifier head sized from the module's model_config under `keys`."""
+    width = getattr(module, "representation_dim", None)
+    if not isinstance(width, int):
+        raise TypeError(
+            f"{keys.namespace} head needs a module with an int `representation_dim` "
+            f"(an ActorCriticRLModule); {type(module).__name__} has none"
+        )
+    config = module.model_config or {}
+    return MLPHead(
+        width,
+        config_int(config, keys.num_classes),
+        config_sizes(config, keys.hidden_sizes, (), allow_empty=True),
+        config_choice(config, "activation", "tanh", ACTIVATIONS),
+    )
+
+
+def add_aux_logits(out: dict[str, Any], keys: AuxKeys, head: nn.Module) -> dict[str, Any]:
+    if Columns.EMBEDDINGS not in out:
+        raise KeyError(
+            f"{keys.namespace} head needs `{Columns.EMBEDDINGS}` in the module's "
+            "_forward_train output"
+        )
+    out[keys.logits] = head(out[Columns.EMBEDDINGS])
+    return out
+
+
+class NextTokenAuxHeadMixin:
+    """Adds `next_token_aux/logits` (..., num_classes) from the representation.
+
+    model_config: "next_token_aux/num_classes" (required),
+    "next_token_aux/hidden_sizes" (default []).
+    """
+
+    def setup(self) -> None:
+        super().setup()  # type: ignore[misc]
+        self.next_token_aux_head = build_aux_head(self, NEXT_TOKEN_AUX)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        out = super()._forward_train(batch, **kwargs)  # type: ignore[misc]
+        return add_aux_logits(out, NEXT_TOKEN_AUX, self.next_token_aux_head)
+
+
+class StateAuxHeadMixin:
+    """Adds `state_aux/logits` (..., num_classes) from the representation.
+
+    model_config: "state_aux/num_classes" (required), "state_aux/hidden_sizes"
+    (default []).
+    """
+
+    def setup(self) -> None:
+        super().setup()  # type: ignore[misc]
+        self.state_aux_head = build_aux_head(self, STATE_AUX)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        out = super()._forward_train(batch, **kwargs)  # type: ignore[misc]
+        return add_aux_logits(out, STATE_AUX, self.state_aux_head)

@@ -1,0 +1,96 @@
+"""Shared shape of the actor-critic RLModules: trunk -> representation -> pi / vf heads."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+
+from rl_harness.learners.components import ACTIVATIONS, MLPHead
+from rl_harness.learners.models.model_config import config_choice, config_sizes
+from rl_harness.learners.models.spaces import action_dist_input_dim
+
+# Small initial policy logits: PPO starts near the uniform policy.
+_POLICY_OUTPUT_SCALE = 0.01
+
+
+class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
+    """A trunk computes one representation; policy and value heads read it.
+
+    Subclasses build the trunk in `setup_trunk` and compute it in
+    `representation`. `encode(batch)` is the public read of that representation
+    (what probes and aux heads use); `_forward_train` also returns it under
+    `Columns.EMBEDDINGS`, and `representation_dim` is its width.
+
+    model_config keys shared by all subclasses:
+      "head_hidden_sizes": hidden layers of the pi and vf heads (default []).
+      "activation": one of tanh, relu, gelu, silu (default "tanh").
+    """
+
+    representation_dim: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # These modules build their own layers; drop the algorithm's default catalog
+        # (e.g. PPOCatalog), which would otherwise be built from RLlib's default model
+        # config and choose the action distribution behind our backs.
+        kwargs.pop("catalog_class", None)
+        super().__init__(*args, **kwargs)
+
+    def setup(self) -> None:
+        config = self.model_config or {}
+        self.representation_dim = self.setup_trunk(config)
+        head_sizes = config_sizes(config, "head_hidden_sizes", (), allow_empty=True)
+        activation = config_choice(config, "activation", "tanh", ACTIVATIONS)
+        self.pi = MLPHead(
+            self.representation_dim,
+            action_dist_input_dim(self.action_space),
+            head_sizes,
+            activation,
+            output_scale=_POLICY_OUTPUT_SCALE,
+        )
+        self.vf = MLPHead(self.representation_dim, 1, head_sizes, activation)
+
+    @abc.abstractmethod
+    def setup_trunk(self, config: dict[str, Any]) -> int:
+        """Build the trunk's layers from model_config; return the representation width."""
+
+    @abc.abstractmethod
+    def representation(
+        self, batch: dict[str, Any]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
+        """(representation (..., representation_dim), STATE_OUT or None if stateless)."""
+
+    def encode(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The representation a probe reads; see the subclass for its shape.
+
+        Runs with gradients; wrap in torch.no_grad() for analysis.
+        """
+        return self.representation(batch)[0]
+
+    def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        embeddings, state_out = self.representation(batch)
+        out: dict[str, Any] = {Columns.ACTION_DIST_INPUTS: self.pi(embeddings)}
+        if state_out is not None:
+            out[Columns.STATE_OUT] = state_out
+        return out
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        embeddings, state_out = self.representation(batch)
+        out: dict[str, Any] = {
+            Columns.ACTION_DIST_INPUTS: self.pi(embeddings),
+            Columns.EMBEDDINGS: embeddings,
+        }
+        if state_out is not None:
+            out[Columns.STATE_OUT] = state_out
+        return out
+
+    def compute_values(
+        self, batch: dict[str, Any], embeddings: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if embeddings is None:
+            embeddings, _ = self.representation(batch)
+        return self.vf(embeddings).squeeze(-1)

@@ -1,0 +1,56 @@
+"""Recurrent (GRU) actor-critic with RLlib state handling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+
+from rl_harness.learners.components import GRUEncoder
+from rl_harness.learners.models.base import ActorCriticRLModule
+from rl_harness.learners.models.model_config import config_int
+from rl_harness.learners.models.spaces import flat_feature_dim, flat_features
+
+
+class GRUActorCritic(ActorCriticRLModule):
+    """GRU trunk over the per-step flattened observation (discrete parts one-hot).
+
+    model_config: "max_seq_len" (required: RLlib's training sequence length),
+    "hidden_size" (default 64), "num_layers" (default 1), plus the shared keys.
+
+    Stateful: RLlib adds the time dim, so obs is (B, T, *obs_shape) (T = 1 when
+    acting) and STATE_IN/STATE_OUT is {"h": (B, num_layers, hidden_size)}.
+    `encode(batch)` returns the last layer's hidden state after each step,
+    shape (B, T, hidden_size); it starts from zeros when the batch has no STATE_IN.
+    """
+
+    def setup_trunk(self, config: dict[str, Any]) -> int:
+        if config.get("max_seq_len") is None:
+            raise ValueError(
+                "GRUActorCritic needs model_config['max_seq_len'] (the length of the "
+                "sequences RLlib cuts episodes into for training), e.g. 32"
+            )
+        self.max_seq_len = config_int(config, "max_seq_len")
+        self.gru = GRUEncoder(
+            flat_feature_dim(self.observation_space),
+            config_int(config, "hidden_size", 64),
+            config_int(config, "num_layers", 1),
+        )
+        return self.gru.output_dim
+
+    def get_initial_state(self) -> dict[str, np.ndarray]:
+        return {"h": np.zeros((self.gru.num_layers, self.gru.hidden_size), dtype=np.float32)}
+
+    def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        obs = batch[Columns.OBS]
+        if obs.dim() != 2 + len(self.observation_space.shape):
+            raise ValueError(
+                f"GRUActorCritic expects obs of shape (B, T, *{self.observation_space.shape}), "
+                f"got {tuple(obs.shape)}"
+            )
+        state_in = batch.get(Columns.STATE_IN)
+        h0 = None if state_in is None else state_in["h"]
+        outputs, h_n = self.gru(flat_features(obs, self.observation_space, 2), h0)
+        return outputs, {"h": h_n}

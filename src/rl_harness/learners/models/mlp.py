@@ -1,0 +1,37 @@
+"""Feed-forward actor-critic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+
+from rl_harness.learners.components import ACTIVATIONS, MLPEncoder
+from rl_harness.learners.models.base import ActorCriticRLModule
+from rl_harness.learners.models.model_config import config_choice, config_sizes
+from rl_harness.learners.models.spaces import flat_feature_dim, flat_features
+
+
+class MLPActorCritic(ActorCriticRLModule):
+    """MLP trunk over the flattened observation (discrete parts one-hot).
+
+    model_config: "hidden_sizes" (default [64, 64]), plus the shared keys of
+    ActorCriticRLModule. `encode(batch)` returns the last hidden layer,
+    shape (B, hidden_sizes[-1]) (or (B, T, ...) if obs has a time dim).
+    """
+
+    def setup_trunk(self, config: dict[str, Any]) -> int:
+        self._lead_dims = 1
+        self.encoder = MLPEncoder(
+            flat_feature_dim(self.observation_space),
+            config_sizes(config, "hidden_sizes", (64, 64), allow_empty=False),
+            config_choice(config, "activation", "tanh", ACTIVATIONS),
+        )
+        return self.encoder.output_dim
+
+    def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
+        obs = batch[Columns.OBS]
+        # Everything before the observation's own dims is batch (and maybe time).
+        lead_dims = obs.dim() - len(self.observation_space.shape)
+        return self.encoder(flat_features(obs, self.observation_space, lead_dims)), None

@@ -1,0 +1,60 @@
+"""Typed reads from an RLModule's `model_config`, with errors that name the key."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+_REQUIRED = object()
+
+
+def _get(config: Mapping[str, Any], key: str, default: object) -> object:
+    if key in config and config[key] is not None:
+        return config[key]
+    if default is _REQUIRED:
+        raise ValueError(f"model_config is missing the required key {key!r}")
+    return default
+
+
+def config_int(config: Mapping[str, Any], key: str, default: object = _REQUIRED) -> int:
+    """A positive int under `key` (or `default`; no default means required)."""
+    value = _get(config, key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"model_config[{key!r}] must be a positive int, got {value!r}")
+    return value
+
+
+def config_float(
+    config: Mapping[str, Any], key: str, default: float, *, low: float, high: float
+) -> float:
+    """A float in [low, high) under `key`."""
+    value = _get(config, key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < high:
+        raise ValueError(
+            f"model_config[{key!r}] must be a number in [{low}, {high}), got {value!r}"
+        )
+    return float(value)
+
+
+def config_sizes(
+    config: Mapping[str, Any], key: str, default: Sequence[int], *, allow_empty: bool
+) -> tuple[int, ...]:
+    """A list of positive ints (layer sizes) under `key`."""
+    value = _get(config, key, default)
+    ok = not isinstance(value, str | bytes) and isinstance(value, Sequence)
+    sizes = tuple(value) if ok else ()
+    ok = ok and all(not isinstance(s, bool) and isinstance(s, int) and s > 0 for s in sizes)
+    if not ok or (not sizes and not allow_empty):
+        what = "a list of positive ints" + ("" if allow_empty else " (non-empty)")
+        raise ValueError(f"model_config[{key!r}] must be {what}, got {value!r}")
+    return sizes
+
+
+def config_choice(
+    config: Mapping[str, Any], key: str, default: str, choices: Collection[str]
+) -> str:
+    """One of `choices` under `key`."""
+    value = _get(config, key, default)
+    if value not in choices:
+        raise ValueError(f"model_config[{key!r}] must be one of {sorted(choices)}, got {value!r}")
+    return value  # type: ignore[return-value]

@@ -1,0 +1,61 @@
+"""Each RLModule inside a real RLlib PPO build, trained for 2 iterations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+from rl_harness.learners.models import GRUActorCritic, MLPActorCritic, TransformerActorCritic
+from rl_harness.learners.optimizer import ConfiguredOptimizerMixin
+from tests.learners.ppo_setup import flat_params, tiny_ppo_config
+
+
+class AdamWPPOLearner(ConfiguredOptimizerMixin, PPOTorchLearner):
+    pass
+
+
+CASES = {
+    "mlp": (MLPActorCritic, {"hidden_sizes": [32, 32]}),
+    "gru": (GRUActorCritic, {"hidden_size": 32, "max_seq_len": 8}),
+    "transformer": (TransformerActorCritic, {"d_model": 16, "num_heads": 2, "num_layers": 1}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_module_trains_two_ppo_iterations(name):
+    module_class, model_config = CASES[name]
+    config = tiny_ppo_config(
+        module_class,
+        model_config,
+        learner_class=AdamWPPOLearner,
+        learner_config_dict={
+            "optimizer/name": "adamw",
+            "optimizer/kwargs": {"weight_decay": 0.05, "betas": [0.9, 0.95]},
+        },
+    )
+    algo = config.build_algo()
+    try:
+        learner = algo.learner_group._learner  # local learner: num_learners=0
+        module = learner.module["default_policy"].unwrapped()
+        assert type(module) is module_class
+        (optimizer,) = learner._named_optimizers.values()
+        assert isinstance(optimizer, torch.optim.AdamW)
+        assert optimizer.defaults["weight_decay"] == 0.05
+        assert optimizer.defaults["betas"] == (0.9, 0.95)
+
+        before = flat_params(module)
+        for _ in range(2):
+            result = algo.train()
+        stats = result["learners"]["default_policy"]
+        assert math.isfinite(stats["total_loss"]) and math.isfinite(stats["vf_loss"])
+        assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 256
+        assert stats["num_module_steps_trained_lifetime"] >= 256
+        after = flat_params(module)
+        assert not torch.equal(before, after)
+        # The env runner acts with the trained weights.
+        torch.testing.assert_close(flat_params(algo.get_module()), after)
+    finally:
+        algo.stop()
