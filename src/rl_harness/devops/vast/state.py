@@ -1,0 +1,114 @@
+"""The local record of rented instances: one JSON file, every change under a file lock.
+
+Holds no secrets (no API key, no forwarded values): ids, prices, commits, deadlines.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from filelock import FileLock
+
+from rl_harness.harness.atomic import read_json, write_json_atomic
+
+STATE_DIR_ENV = "RLH_VAST_STATE_DIR"
+ACTIVE = "active"
+DESTROYED = "destroyed"
+GONE = "gone"  # no longer listed by vast: it destroyed itself (or was destroyed elsewhere)
+
+
+def default_state_dir() -> Path:
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV]).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or "~/.local/state"
+    return Path(base).expanduser() / "rl-harness" / "vast"
+
+
+@dataclass
+class InstanceRecord:
+    instance_id: int
+    launch_id: str
+    label: str
+    offer_id: int
+    machine_id: int
+    gpu_name: str
+    num_gpus: int
+    dph: float
+    seed: int | None
+    command: str
+    created_at: float
+    deadline_at: float  # the box destroys itself by then (plus a short grace)
+    experiment_commit: str
+    library_commit: str
+    results_branch: str
+    status: str = ACTIVE
+    ended_at: float | None = None
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> InstanceRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def hours_so_far(self, now: float | None = None) -> float:
+        end = self.ended_at if self.ended_at is not None else (now or time.time())
+        return max(0.0, end - self.created_at) / 3600.0
+
+
+class StateFile:
+    """`instances.json` in the state dir; readers and writers take `instances.json.lock`."""
+
+    def __init__(self, state_dir: Path | None = None, *, lock_timeout_s: float = 60.0):
+        self.dir = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.path = self.dir / "instances.json"
+        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict]:
+        """Hold the lock over read-modify-write; the file is replaced atomically on exit."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            data = self._read()
+            yield data
+            write_json_atomic(self.path, data)
+
+    def _read(self) -> dict:
+        if not self.path.exists():
+            return {"version": 1, "instances": {}}
+        data = read_json(self.path)
+        if not isinstance(data, dict) or not isinstance(data.get("instances"), dict):
+            raise ValueError(f"{self.path} is not an rl-harness vast state file")
+        return data
+
+    def add(self, record: InstanceRecord) -> None:
+        with self._locked() as data:
+            data["instances"][str(record.instance_id)] = asdict(record)
+
+    def update(self, instance_id: int, **changes: object) -> InstanceRecord | None:
+        """Change fields of one record; None when the id is not recorded."""
+        with self._locked() as data:
+            raw = data["instances"].get(str(instance_id))
+            if raw is None:
+                return None
+            raw.update(changes)
+            return InstanceRecord.from_dict(raw)
+
+    def mark_ended(self, instance_id: int, status: str, note: str = "") -> None:
+        self.update(instance_id, status=status, ended_at=time.time(), note=note)
+
+    def records(self, where: Callable[[InstanceRecord], bool] | None = None) -> list:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            data = self._read()
+        out = [InstanceRecord.from_dict(raw) for raw in data["instances"].values()]
+        out.sort(key=lambda r: (r.created_at, r.instance_id))
+        return [r for r in out if where is None or where(r)]
+
+    def active(self) -> list[InstanceRecord]:
+        return self.records(lambda r: r.status == ACTIVE)
