@@ -58,22 +58,13 @@ class RunOptions:
 
 def storage_config(mode: UploadMode) -> Any | None:
     """The B2 config to mirror artifacts with, or None; RecipeError if required but absent."""
-    if mode == "never":
-        return None
+    from rl_harness.harness.storage import StorageConfigError, resolve_upload_config
+
+    wanted = {"always": True, "never": False, "auto": None}[mode]
     try:
-        from rl_harness.harness.storage import load_b2_config
-    except ImportError:  # storage not installed yet  # TODO(lead): remove once storage lands
-        load_b2_config = lambda: None  # noqa: E731
-    try:
-        config = load_b2_config()
-    except ValueError as error:
+        return resolve_upload_config(wanted)
+    except StorageConfigError as error:
         raise RecipeError(redact_env(str(error))) from None
-    if config is None and mode == "always":
-        raise RecipeError(
-            "--upload-artifacts needs B2 configured (B2_BUCKET, B2_ENDPOINT, "
-            "B2_APPLICATION_KEY_ID, B2_APPLICATION_KEY; see docs/artifact_storage.md)"
-        )
-    return config
 
 
 def _mirror(config: Any, context: RunContext, manifest: Mapping[str, Any]) -> dict[str, Any]:
