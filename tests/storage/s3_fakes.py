@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import http.client
+import os
 import re
+import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
@@ -23,6 +26,8 @@ class Fault:
     status: int = 503
     code: str = "ServiceUnavailable"
     echo_credential: bool = False  # put the access key id in the message, like some servers do
+    delay_s: float = 0.0  # with status 0: forward after this delay instead of failing
+    interrupt_main: bool = False  # Ctrl-C the test's main thread when the request arrives
     hits: int = 0
 
 
@@ -71,7 +76,12 @@ def proxy_handler(proxy: FaultProxy):
             with proxy.lock:
                 proxy.seen.append(Seen(self.command, self.path, dict(self.headers.items())))
             fault = proxy.take_fault(self.command, self.path)
-            if fault is not None:
+            if fault is not None and fault.interrupt_main:
+                os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, which wakes blocked waits
+            if fault is not None and fault.status == 0:
+                time.sleep(fault.delay_s)
+                self._forward(body)
+            elif fault is not None:
                 self._send_fault(fault)
             else:
                 self._forward(body)

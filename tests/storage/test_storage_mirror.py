@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+import time
 from dataclasses import replace
 
 from rl_harness.harness.storage import mirror_run_artifacts
@@ -240,3 +242,24 @@ def test_secrets_never_written_or_logged(config, proxy, tmp_path, capsys):
     assert "The key ***REDACTED*** is not valid" in written
     assert KEY_ID not in written
     assert APP_KEY not in written
+
+
+def test_ctrl_c_during_upload_returns_failed_and_records_what_is_left(config, proxy, tmp_path):
+    make_tree(tmp_path / "artifacts")
+    # The first upload to arrive is slow, and Ctrl-C hits the main thread while it waits.
+    proxy.faults.append(Fault("PUT", "", times=1, status=0, delay_s=1.0, interrupt_main=True))
+    summary = mirror(replace(config, max_workers=1), tmp_path)
+    assert summary["status"] == "failed"
+    assert "interrupted" in summary["error"]
+    index = json.loads((tmp_path / "results" / "remote_artifacts.json").read_text())
+    assert len(index["files"]) == 4
+    # None finished before Ctrl-C: all are recorded as interrupted.
+    assert [entry["error"] for entry in index["files"]] == ["interrupted"] * 4
+    # The upload in flight finishes in the background; the rerun then skips it.
+    deadline = time.monotonic() + 30
+    while any(t.name.startswith("b2-upload") for t in threading.enumerate()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rerun = mirror(config, tmp_path)
+    assert rerun["status"] == "completed"
+    assert rerun["skipped"] >= 1 and rerun["uploaded"] + rerun["skipped"] == 4

@@ -94,8 +94,8 @@ def upload_main(argv: list[str]) -> int:
             "its end will overwrite artifacts.remote",
             file=sys.stderr,
         )
-    artifacts_dir = Path(local)
-    if not artifacts_dir.is_dir():  # e.g. results/ and artifacts/ copied from another host
+    artifacts_dir = Path(local) if local else None
+    if artifacts_dir is None or not artifacts_dir.is_dir():  # e.g. copied from another host
         artifacts_dir = _conventional_artifacts_dir(run_dir, run_id)
     summary = mirror_run_artifacts(
         config,
