@@ -90,7 +90,7 @@ status=completed
 if [ "${RLH_STANDIN_EXIT:-0}" != 0 ]; then status=failed; fi
 printf '{"run_id": "%s", "seed": %s, "status": "%s"}\n' "$run_id" "$seed" "$status" \
   > "$leaf/results/$run_id/run_manifest.json"
-echo "stand-in run of $module seed $seed"
+echo "stand-in run of $module seed $seed ${RLH_STANDIN_ECHO:-}"
 sleep "${RLH_STANDIN_SLEEP:-0}"
 exit "${RLH_STANDIN_EXIT:-0}"
 """
@@ -150,6 +150,6 @@ def vast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_vast: FakeVas
     monkeypatch.setenv("VAST_URL", fake_vast.url)
     monkeypatch.setenv("RLH_VAST_STATE_DIR", str(state_dir))
     for name in list(os.environ):
-        if name.startswith("B2_"):
+        if name.startswith(("B2_", "AWS_", "RL_HARNESS_B2")) or name in ("GH_TOKEN", "GIT_TOKEN"):
             monkeypatch.delenv(name)
     return state_dir

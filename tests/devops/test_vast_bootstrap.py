@@ -115,11 +115,28 @@ def test_box_clones_siblings_runs_in_tmux_pushes_and_self_destructs(
 
 def test_failed_run_still_pushes_and_self_destructs(tmp_path, fake_vast, repos, box_env):
     iid, scoped = _register_instance(fake_vast, "rlh-t-1")
-    env = box_env("b1", iid, scoped, RLH_STANDIN_EXIT="3")
-    result = _run_box(tmp_path, render_bootstrap(_params(fake_vast, repos, "rlh-t-1", 1)), env)
+    secret = "b2-app-key-forwarded-123456"
+    env = box_env(
+        "b1",
+        iid,
+        scoped,
+        RLH_STANDIN_EXIT="3",
+        B2_APPLICATION_KEY=secret,
+        RLH_STANDIN_ECHO=f"oops printing {secret}",
+    )
+    params = _params(
+        fake_vast, repos, "rlh-t-1", 1, upload_b2=True, secret_names=("B2_APPLICATION_KEY",)
+    )
+    result = _run_box(tmp_path, render_bootstrap(params), env)
     assert result.returncode == 1
+    # With B2 forwarded, the box finishes mirroring each run it wrote, even a failed one.
+    calls = (Path(env["RLH_WORK"]) / "stand-in.log").read_text().splitlines()
+    upload = calls[-1].split("\t")[3]
+    assert upload.startswith("run rl-harness upload experiments/demo/leaf/results/run-seed1-")
     summary = git(repos.exp_remote, "show", "results:vast-logs/rlh-t-1.txt")
     assert "status: failed" in summary and "exit_code: 3" in summary
+    # The published log tail is scrubbed of forwarded secrets.
+    assert "oops printing ***REDACTED***" in summary and secret not in summary
     manifest = next(
         f for f in _branch_files(repos.exp_remote, "results") if f.endswith("manifest.json")
     )

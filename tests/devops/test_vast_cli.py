@@ -165,6 +165,8 @@ def test_refuses_unpushed_or_dirty_repos(vast_env, fake_vast, repos, capsys):
 
 
 def test_secrets_never_leak(vast_env, fake_vast, repos, capsys, monkeypatch):
+    monkeypatch.setenv("B2_BUCKET", "my-runs")
+    monkeypatch.setenv("B2_ENDPOINT", "https://s3.us-west-004.backblazeb2.com")
     monkeypatch.setenv("B2_APPLICATION_KEY_ID", B2_KEY_ID)
     monkeypatch.setenv("B2_APPLICATION_KEY", B2_APP_KEY)
     assert main(_up_args(repos, "-n", "2", "--forward-b2", "--show-script")) == 0

@@ -81,12 +81,24 @@ def test_api_key_sources(tmp_path):
 
 
 def test_forwarding_only_when_asked():
-    env = {"B2_KEY": "b2secret-1", "GH_TOKEN": "tok-123456", "VAST_API_KEY": "k"}
+    b2 = {
+        "B2_BUCKET": "runs",
+        "B2_ENDPOINT": "s3.us-west-004.backblazeb2.com",
+        "B2_APPLICATION_KEY_ID": "kid-0123456",
+        "B2_APPLICATION_KEY": "b2secret-123456",
+    }
+    env = {**b2, "GH_TOKEN": "tok-123456", "VAST_API_KEY": "vk-123456"}
     assert forwarded_env(env, forward_b2=False, forward_git=False) == {}
-    assert forwarded_env(env, forward_b2=True, forward_git=False) == {"B2_KEY": "b2secret-1"}
+    assert forwarded_env(env, forward_b2=True, forward_git=False) == {
+        **b2,
+        "B2_ENDPOINT": "https://s3.us-west-004.backblazeb2.com",
+        "AWS_REGION": "us-west-004",
+    }
     assert forwarded_env(env, forward_b2=False, forward_git=True) == {"RLH_GIT_TOKEN": "tok-123456"}
-    with pytest.raises(ValueError, match="no B2_"):
-        forwarded_env({}, forward_b2=True, forward_git=False)
+    with pytest.raises(ValueError, match="B2 is not configured"):
+        forwarded_env({"GH_TOKEN": "x"}, forward_b2=True, forward_git=False)
+    with pytest.raises(ValueError, match="none of"):
+        forwarded_env({}, forward_b2=False, forward_git=True)
 
 
 def test_score_ranks_reliable_cheap_performance_first():

@@ -7,12 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rl_harness.harness.redaction import redact, secret_values
+from rl_harness.harness.storage.config import load_b2_config
 
 API_KEY_ENV = "VAST_API_KEY"
 # The official vastai CLI stores its key here (`vastai set api-key`); reuse it when present.
 DEFAULT_KEY_FILE = Path("~/.config/vastai/vast_api_key")
-# Forwarded by --forward-b2: every local variable with this prefix (key id, key, bucket, ...).
-B2_PREFIX = "B2_"
 # Forwarded by --forward-git: a token for https clone/push, read from the first one set.
 GIT_TOKEN_SOURCES = ("RLH_GIT_TOKEN", "GIT_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
 GIT_TOKEN_ON_BOX = "RLH_GIT_TOKEN"
@@ -44,10 +43,20 @@ def forwarded_env(
     """The secrets a box receives (in the create request's env), only those asked for."""
     out: dict[str, str] = {}
     if forward_b2:
-        b2 = {k: v for k, v in environ.items() if k.startswith(B2_PREFIX) and v}
-        if not b2:
-            raise ValueError(f"--forward-b2 given but no {B2_PREFIX}* variables are set")
-        out.update(b2)
+        # The harness's own B2 settings (env or RL_HARNESS_B2_ENV_FILE), as plain variables,
+        # so a run on the box mirrors its artifacts just as it would here.
+        config = load_b2_config(environ)
+        if config is None:
+            raise ValueError("--forward-b2 given but B2 is not configured here (no B2_BUCKET)")
+        out.update(
+            B2_BUCKET=config.bucket,
+            B2_ENDPOINT=config.endpoint,
+            B2_APPLICATION_KEY_ID=config.key_id,
+            B2_APPLICATION_KEY=config.application_key,
+            AWS_REGION=config.region,
+        )
+        if config.prefix:
+            out["B2_PREFIX"] = config.prefix
     if forward_git:
         token = next((environ[k] for k in GIT_TOKEN_SOURCES if environ.get(k)), None)
         if token is None:

@@ -98,20 +98,21 @@ def resolve_repo(
         return RepoSpec(root=url, url=url, commit=commit, dir_name=name or what), []
     identity = git_identity(path)
     if identity is None or identity.commit is None:
-        return None, [f"{what}: {path} is not inside a git repository with a commit"]
+        return None, [
+            f"{what}: {path} is not inside a git repository with a commit "
+            "(give its clone URL and a full commit id instead)"
+        ]
     problems: list[str] = []
     chosen = commit or identity.commit
-    if commit is None and identity.dirty:
-        tracked_dirty = identity.diff_sha256 is not None
-        if tracked_dirty:
-            problems.append(
-                f"{what}: {identity.root} has uncommitted changes; the box would not see them "
-                "(commit and push first)"
-            )
+    if commit is None and identity.diff_sha256 is not None:  # untracked files alone are fine
+        problems.append(
+            f"{what}: {identity.root} has uncommitted changes; the box would not see them "
+            "(commit and push first)"
+        )
     remote = url or identity.remote_url
     if not remote:
         problems.append(f"{what}: {identity.root} has no origin remote; pass the clone URL")
-    elif url is None and not _commit_is_pushed(identity.root, chosen):
+    elif not _commit_is_pushed(identity.root, chosen):
         problems.append(
             f"{what}: commit {chosen[:12]} is on no remote branch; push it first "
             "(the box clones from the remote)"
