@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -250,3 +251,34 @@ def test_onstart_reassembles_the_script_from_env_chunks(tmp_path, fake_vast, rep
 def test_params_reject_unsafe_values(fake_vast, repos, bad):
     with pytest.raises(ValueError):
         _params(fake_vast, repos, "rlh-x", 0, **bad)
+
+
+def test_same_repo_is_cloned_once(tmp_path, fake_vast, repos, box_env):
+    # The bundled example: the experiments live inside the library repo itself.
+    iid, scoped = _register_instance(fake_vast, "rlh-t-6")
+    env = box_env("b6", iid, scoped)
+    params = _params(
+        fake_vast,
+        repos,
+        "rlh-t-6",
+        2,
+        same_repo=True,
+        library_url=str(repos.exp_remote),
+        library_commit=repos.exp_commit,
+        library_dir="my-experiments",
+    )
+    result = _run_box(tmp_path, render_bootstrap(params), env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    work = Path(env["RLH_WORK"])
+    assert not (work / "rl-harness").exists()
+    run = (work / "stand-in.log").read_text().splitlines()[-1].split("\t")
+    assert run[0] == str(work / "my-experiments") and run[4] == repos.exp_commit
+    assert fake_vast.deleted == [(iid, "scoped")]
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_rendered_script_passes_shellcheck(tmp_path, fake_vast, repos):
+    path = tmp_path / "boot.sh"
+    path.write_text(render_bootstrap(_params(fake_vast, repos, "rlh-t-7", 0)))
+    out = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout

@@ -192,7 +192,6 @@ T0=$(date +%s)
   wait_until "$((T0 + RLH_DEADLINE_S + RLH_GRACE_S))" || exit 0
   self_destruct deadline
 ) &
-WATCHDOG=$!
 trap finish EXIT
 trap 'STATUS=killed; exit 143' TERM INT HUP
 
@@ -242,5 +241,5 @@ if [ "$RLH_UPLOAD_B2" = 1 ]; then
   PHASE=upload
   upload_artifacts
 fi
-PHASE=done
+PHASE=finished
 if [ "$STATUS" = completed ]; then exit 0; else exit 1; fi
