@@ -185,8 +185,10 @@ def _client(args: argparse.Namespace, *, need_key: bool = True) -> VastClient:
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
-    head = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    lines = [
+        "  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    head = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()
     return "\n".join([head, *lines])
 
 
