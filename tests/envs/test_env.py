@@ -8,7 +8,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from rl_harness.envs.hmm import HMMEnv, filter_beliefs
-from rl_harness.envs.hmm.sampling import categorical, cumulative
 from rl_harness.envs.mess3 import PAPER_ALPHA, PAPER_X, mess3_model
 from rl_harness.seeding import stream_rng
 from tests.envs.helpers import ALL_INFO, mess3_config
@@ -49,15 +48,16 @@ def test_process_follows_the_named_state_and_emission_streams():
     steps = rollout(env, seed, [0] * n_steps)
     u_state = stream_rng(seed, "state").random(n_steps + 1)
     u_emission = stream_rng(seed, "emission").random(n_steps + 1)
-    p = cumulative(MODEL.transition_matrix)
-    emission = cumulative(
-        MODEL.token_matrices.transpose(1, 2, 0) / MODEL.transition_matrix[..., None]
-    )
-    state = categorical(cumulative(MODEL.initial)[None], u_state[:1])[0]
+
+    def draw(probabilities: np.ndarray, u: float) -> int:
+        return int((u >= np.cumsum(probabilities)[:-1]).sum())
+
+    p, tensor = MODEL.transition_matrix, MODEL.token_matrices
+    state = draw(MODEL.initial, u_state[0])
     assert steps[0][4]["state"] == state
     for t in range(1, n_steps + 1):
-        nxt = categorical(p[[state]], u_state[t : t + 1])[0]
-        token = categorical(emission[[state], [nxt]], u_emission[t : t + 1])[0]
+        nxt = draw(p[state], u_state[t])
+        token = draw(tensor[:, state, nxt] / p[state, nxt], u_emission[t])
         info = steps[t][4]
         assert (info["state_before"], info["token"], info["state"]) == (state, token, nxt)
         state = nxt

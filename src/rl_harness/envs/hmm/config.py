@@ -56,7 +56,10 @@ class HMMEnvConfig:
         except (TypeError, ValueError) as error:
             raise ValueError(f"env_config must be JSON-serializable: {error}") from error
         if "info" in values:
-            values["info"] = tuple(values["info"])
+            info = values["info"]
+            if not isinstance(info, list | tuple) or not all(isinstance(k, str) for k in info):
+                raise ValueError(f"env_config 'info' must be a list of key names, got {info!r}")
+            values["info"] = tuple(info)
         config = cls(**values)
         config._validate()
         return config
@@ -151,3 +154,16 @@ def build_task(config: HMMEnvConfig, model: HMMModel) -> Task:
             "(action_space, reward_components, control_matrices, reward)"
         )
     return task
+
+
+def resolve_config(
+    env_config: Mapping[str, Any] | HMMEnvConfig | None, kwargs: dict
+) -> HMMEnvConfig:
+    """Accept `Env(env_config)` (RLlib style) or `Env(**env_config)` (gymnasium.make style)."""
+    if isinstance(env_config, HMMEnvConfig):
+        if kwargs:
+            raise TypeError("pass either an HMMEnvConfig or keyword settings, not both")
+        return env_config
+    if env_config is not None and kwargs:
+        raise TypeError("pass env_config either as one mapping or as keywords, not both")
+    return HMMEnvConfig.from_mapping(kwargs if env_config is None else env_config)

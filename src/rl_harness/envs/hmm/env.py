@@ -12,21 +12,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rl_harness.envs.hmm.config import HMMEnvConfig
+from rl_harness.envs.hmm.config import HMMEnvConfig, resolve_config
 from rl_harness.envs.hmm.simulator import BatchSimulator
-
-
-def resolve_config(
-    env_config: Mapping[str, Any] | HMMEnvConfig | None, kwargs: dict
-) -> HMMEnvConfig:
-    """Accept `Env(env_config)` (RLlib style) or `Env(**env_config)` (gymnasium.make style)."""
-    if isinstance(env_config, HMMEnvConfig):
-        if kwargs:
-            raise TypeError("pass either an HMMEnvConfig or keyword settings, not both")
-        return env_config
-    if env_config is not None and kwargs:
-        raise TypeError("pass env_config either as one mapping or as keywords, not both")
-    return HMMEnvConfig.from_mapping(kwargs if env_config is None else env_config)
 
 
 def _scalar_info(info: dict) -> dict:
@@ -77,7 +64,7 @@ class HMMEnv(gym.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._started:
             raise RuntimeError("call reset() before step()")
-        if self._sim._needs_reset[0]:
+        if self._sim.needs_reset[0]:
             raise RuntimeError("the episode has ended; call reset() before stepping again")
         actions = self._sim.check_actions(np.asarray(action).reshape(1))
         obs, rewards, terminated, truncated, info = self._sim.step(actions)

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from rl_harness.envs.hmm.sampling import categorical, cumulative
+from rl_harness.envs.hmm.sampling import CategoricalTable
 
 # Rows must sum to one within this tolerance; they are renormalized after the check so
 # that downstream sampling and filtering see exactly stochastic rows.
@@ -207,22 +207,19 @@ class HMMModel:
             raise ValueError(f"n_sequences must be positive, got {n_sequences}")
         n = self.n_states
         if initial_state is None:
-            state = categorical(
-                np.broadcast_to(cumulative(self.initial), (batch, n)), rng.random(batch)
-            )
+            state = CategoricalTable(self.initial).draw(np.zeros(batch, int), rng.random(batch))
         elif 0 <= initial_state < n:
             state = np.full(batch, initial_state, dtype=np.int64)
         else:
             raise ValueError(f"initial_state must be in [0, {n}), got {initial_state}")
         # Joint (token, next state) categorical per current state, flattened as k * n + j.
-        joint = cumulative(self.token_matrices.transpose(1, 0, 2).reshape(n, -1))
+        joint = CategoricalTable(self.token_matrices.transpose(1, 0, 2).reshape(n, -1))
         tokens = np.empty((batch, n_steps), dtype=np.int64)
         states = np.empty((batch, n_steps + 1), dtype=np.int64)
         states[:, 0] = state
         uniforms = rng.random((n_steps, batch))
         for t in range(n_steps):
-            outcome = categorical(joint[state], uniforms[t])
-            tokens[:, t], state = np.divmod(outcome, n)
+            tokens[:, t], state = np.divmod(joint.draw(state, uniforms[t]), n)
             states[:, t + 1] = state
         if n_sequences is None:
             return HMMSample(tokens=tokens[0], states=states[0])

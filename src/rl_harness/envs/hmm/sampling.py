@@ -15,6 +15,19 @@ def cumulative(probabilities: np.ndarray) -> np.ndarray:
     return cum / cum[..., -1:]
 
 
-def categorical(cum_rows: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Index drawn per row of `cum_rows` (n, m) by uniforms u (n,): #{j < m - 1: u >= cum_j}."""
-    return (uniforms[:, None] >= cum_rows[:, :-1]).sum(axis=1)
+class CategoricalTable:
+    """Many fixed categorical distributions (rows), sampled by flat row index.
+
+    `probabilities` has shape (..., m); row r is the r-th distribution in C order. The draw
+    for uniform u is #{j < m - 1: u >= cum_j}. Thresholds are stored transposed, (m - 1, rows),
+    so a batch gathers with one `np.take` and counts along the short leading axis.
+    """
+
+    def __init__(self, probabilities: np.ndarray) -> None:
+        probabilities = np.asarray(probabilities, dtype=np.float64)
+        cum = cumulative(probabilities).reshape(-1, probabilities.shape[-1])
+        self.thresholds = np.ascontiguousarray(cum[:, :-1].T)
+
+    def draw(self, rows: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Category per (row, uniform) pair; rows and uniforms have the same shape (n,)."""
+        return (uniforms >= np.take(self.thresholds, rows, axis=1)).sum(axis=0)

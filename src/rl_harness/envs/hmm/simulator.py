@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rl_harness.envs.hmm.config import HMMEnvConfig, build_model, build_task
+from rl_harness.envs.hmm.history import NewestFirstHistory
 from rl_harness.envs.hmm.model import HMMModel
-from rl_harness.envs.hmm.sampling import categorical, cumulative
+from rl_harness.envs.hmm.sampling import CategoricalTable
 from rl_harness.envs.hmm.streams import LockstepUniforms
 from rl_harness.envs.hmm.task import Task, Transition
 from rl_harness.seeding import stream_rng
@@ -60,10 +61,10 @@ def _one_hot_table(n: int) -> np.ndarray:
     return np.vstack([np.eye(n, dtype=np.float32), np.zeros((1, n), dtype=np.float32)])
 
 
-def _control_tables(model: HMMModel, task: Task) -> np.ndarray:
+def _control_tables(model: HMMModel, task: Task) -> np.ndarray | None:
     matrices = task.control_matrices()
     if matrices is None:
-        return model.token_matrices[None]
+        return None
     matrices = np.asarray(matrices, dtype=np.float64)
     expected = (task.action_space.n, model.n_tokens, model.n_states, model.n_states)
     if matrices.shape != expected:
@@ -83,6 +84,11 @@ class BatchSimulator:
     autoreset): their action is ignored and they return the reset observation, reward 0.
     """
 
+    @property
+    def needs_reset(self) -> np.ndarray:
+        """(n,) bool: copies whose episode ended at the latest step."""
+        return self._needs_reset.copy()
+
     def __init__(self, config: HMMEnvConfig, n: int) -> None:
         if n < 1:
             raise ValueError(f"number of env copies must be positive, got {n}")
@@ -96,24 +102,28 @@ class BatchSimulator:
 
         s, k = self.model.n_states, self.model.n_tokens
         controls = _control_tables(self.model, self.task)
-        self._controlled = self.task.control_matrices() is not None
+        self._controlled = controls is not None
+        if controls is None:
+            controls = self.model.token_matrices[None]
         transitions = controls.sum(axis=1)  # (n_controls, s, s)
-        self._token_matrices = controls
-        self._cum_state = cumulative(transitions)
         with np.errstate(divide="ignore", invalid="ignore"):
             # P(token | move i -> j); moves of probability 0 never happen, give them uniform.
             emission = controls.transpose(0, 2, 3, 1) / transitions[..., None]
         emission = np.where(transitions[..., None] > 0, emission, 1.0 / k)
-        self._cum_emission = cumulative(emission)  # (n_controls, s, s, k)
-        self._cum_initial = np.broadcast_to(cumulative(self.model.initial), (n, s))
+        # Flat row indices: transitions by control * s + before, emissions by that * s + after,
+        # belief matrices by control * k + token.
+        self._transition_table = CategoricalTable(transitions)
+        self._emission_table = CategoricalTable(emission)
+        self._initial_table = CategoricalTable(self.model.initial)
+        self._belief_matrices = controls.reshape(-1, s, s)
         self._token_table = _one_hot_table(k)
         self._action_table = _one_hot_table(self.n_actions)
         self._state_table = np.eye(s, dtype=np.float32)
         self._track_belief = config.include_belief or "belief" in config.info
 
         delay, window = config.observation_delay, config.token_window
-        self._token_history = np.full((n, window + delay if window else 0), -1, dtype=np.int64)
-        self._action_history = np.full((n, config.action_window), -1, dtype=np.int64)
+        self._token_history = NewestFirstHistory(n, window + delay if window else 0)
+        self._action_history = NewestFirstHistory(n, config.action_window)
         self._belief = np.tile(self.model.initial, (n, 1))
         lag = delay if config.include_belief else 0
         self._belief_history = np.tile(self.model.initial, (n, lag + 1, 1))
@@ -123,13 +133,11 @@ class BatchSimulator:
         self._needs_reset = np.zeros(n, dtype=bool)
         self._any_needs_reset = False
         self._seeded = np.zeros(n, dtype=bool)
-        self._state_uniforms: LockstepUniforms | None = None
-        self._emission_uniforms: LockstepUniforms | None = None
+        # Placeholder generators: `reset` seeds every copy before its first draw is used.
+        placeholders = [np.random.default_rng(0) for _ in range(n)]
+        self._state_uniforms = LockstepUniforms(placeholders)
+        self._emission_uniforms = LockstepUniforms(placeholders)
         self._minus_ones = np.full(n, -1, dtype=np.int64)
-
-    @property
-    def observation_size(self) -> int:
-        return self.layout.size
 
     # ------------------------------------------------------------------ seeding and reset
 
@@ -137,8 +145,6 @@ class BatchSimulator:
         root = np.random.SeedSequence().entropy if seed is None else seed
         state_rng = stream_rng(root, "state")
         emission_rng = stream_rng(root, "emission")
-        if self._state_uniforms is None or self._emission_uniforms is None:
-            raise RuntimeError("streams must exist before seeding a copy")
         self._state_uniforms.replace(index, state_rng)
         self._emission_uniforms.replace(index, emission_rng)
         length = self.config.episode_length
@@ -151,12 +157,6 @@ class BatchSimulator:
         """Reset every copy; copy i is reseeded when seeds[i] is an int (or never seeded)."""
         if len(seeds) != self.n:
             raise ValueError(f"expected {self.n} seeds, got {len(seeds)}")
-        if self._state_uniforms is None:
-            # Placeholder generators; every copy is seeded below before any draw is used.
-            placeholders = [np.random.default_rng(0) for _ in range(self.n)]
-            self._state_uniforms = LockstepUniforms(placeholders)
-            self._emission_uniforms = LockstepUniforms(list(placeholders))
-        assert self._emission_uniforms is not None
         self._length[:] = self.config.episode_length
         for index, seed in enumerate(seeds):
             if seed is not None or not self._seeded[index]:
@@ -172,10 +172,11 @@ class BatchSimulator:
         return self._observe(), info
 
     def _reset_copies(self, mask: np.ndarray, u_state: np.ndarray) -> None:
-        self._state[mask] = categorical(self._cum_initial[mask], u_state[mask])
+        u = u_state[mask]
+        self._state[mask] = self._initial_table.draw(np.zeros(u.shape, dtype=np.int64), u)
         self._t[mask] = 0
-        self._token_history[mask] = -1
-        self._action_history[mask] = -1
+        self._token_history.clear(mask)
+        self._action_history.clear(mask)
         self._belief[mask] = self.model.initial
         self._belief_history[mask] = self.model.initial
 
@@ -185,47 +186,42 @@ class BatchSimulator:
         array = np.asarray(actions)
         if array.shape != (self.n,):
             raise ValueError(f"expected actions of shape ({self.n},), got {array.shape}")
-        if array.dtype.kind not in "iu":
-            raise ValueError(f"actions must be integers, got dtype {array.dtype}")
+        if array.dtype != np.int64:
+            if array.dtype.kind not in "iu":
+                raise ValueError(f"actions must be integers, got dtype {array.dtype}")
+            array = array.astype(np.int64)
         if self._any_needs_reset:
             # Copies about to auto-reset ignore their action; any value is accepted.
             array = np.where(self._needs_reset, 0, array)
-        low, high = array.min(), array.max()
-        if low < 0 or high >= self.n_actions:
+        # One comparison checks both ends: negative values wrap to huge unsigned ones.
+        if (array.view(np.uint64) >= self.n_actions).any():
             bad = array[(array < 0) | (array >= self.n_actions)][0]
             raise ValueError(f"action {bad} is outside the action space Discrete({self.n_actions})")
-        return array.astype(np.int64, copy=False)
+        return array
 
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Advance every copy one step; `actions` must come from `check_actions`."""
-        if self._state_uniforms is None or self._emission_uniforms is None:
-            raise RuntimeError("call reset() before step()")
         u_state = self._state_uniforms.next()
         u_emission = self._emission_uniforms.next()
         before = self._state
-        if self._controlled:
-            state_rows = self._cum_state[actions, before]
-        else:
-            state_rows = self._cum_state[0, before]
-        state = categorical(state_rows, u_state)
-        control = actions if self._controlled else 0
-        token = categorical(self._cum_emission[control, before, state], u_emission)
+        s, k = self.model.n_states, self.model.n_tokens
+        row = actions * s + before if self._controlled else before
+        state = self._transition_table.draw(row, u_state)
+        token = self._emission_table.draw(row * s + state, u_emission)
 
         rewards, components = self.task.reward(actions, Transition(before, token, state))
         if self._track_belief:
-            moved = np.matmul(self._belief[:, None, :], self._token_matrices[control, token])[:, 0]
+            which = actions * k + token if self._controlled else token
+            matrices = np.take(self._belief_matrices, which, axis=0)
+            moved = np.matmul(self._belief[:, None, :], matrices)[:, 0]
             self._belief = moved / moved.sum(axis=1, keepdims=True)
             if self._belief_history.shape[1] > 1:
                 self._belief_history[:, 1:] = self._belief_history[:, :-1]
             self._belief_history[:, 0] = self._belief
-        if self._token_history.shape[1]:
-            self._token_history[:, 1:] = self._token_history[:, :-1]
-            self._token_history[:, 0] = token
-        if self._action_history.shape[1]:
-            self._action_history[:, 1:] = self._action_history[:, :-1]
-            self._action_history[:, 0] = actions
+        self._token_history.push(token)
+        self._action_history.push(actions)
         self._state = state
         self._t += 1
 
@@ -239,7 +235,8 @@ class BatchSimulator:
         truncated = self._t >= self._length
         self._needs_reset = truncated
         self._any_needs_reset = bool(truncated.any())
-        self._length[truncated] = self.config.episode_length
+        if self._any_needs_reset:  # the next episode of these copies has the full length
+            self._length[truncated] = self.config.episode_length
         terminated = np.zeros(self.n, dtype=bool)
         info = self._info(before, components, token) if self.config.info else {}
         return self._observe(), np.asarray(rewards, dtype=np.float64), terminated, truncated, info
@@ -249,11 +246,15 @@ class BatchSimulator:
     def _observe(self) -> np.ndarray:
         layout, config = self.layout, self.config
         obs = np.empty((self.n, layout.size), dtype=np.float32)
+        # mode="wrap" sends index -1 (nothing yet) to the table's last, all-zero row.
         if config.token_window:
-            visible = self._token_history[:, config.observation_delay :]
-            obs[:, layout.tokens] = self._token_table[visible].reshape(self.n, -1)
+            visible = self._token_history.window()[:, config.observation_delay :]
+            out = obs[:, layout.tokens].reshape(self.n, config.token_window, -1)
+            np.take(self._token_table, visible, axis=0, out=out, mode="wrap")
         if config.action_window:
-            obs[:, layout.actions] = self._action_table[self._action_history].reshape(self.n, -1)
+            out = obs[:, layout.actions].reshape(self.n, config.action_window, -1)
+            actions = self._action_history.window()
+            np.take(self._action_table, actions, axis=0, out=out, mode="wrap")
         if config.include_belief:
             obs[:, layout.belief] = self._belief_history[:, -1]
         if config.include_state:

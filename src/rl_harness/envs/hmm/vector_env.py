@@ -15,8 +15,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rl_harness.envs.hmm.config import HMMEnvConfig
-from rl_harness.envs.hmm.env import resolve_config
+from rl_harness.envs.hmm.config import HMMEnvConfig, resolve_config
 from rl_harness.envs.hmm.simulator import BatchSimulator
 
 

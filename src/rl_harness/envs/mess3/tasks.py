@@ -14,6 +14,9 @@ import numpy as np
 from rl_harness.envs.hmm.model import HMMModel
 from rl_harness.envs.hmm.task import Transition
 
+# Rewards (n,) and named components (n,) each.
+Reward = tuple[np.ndarray, dict[str, np.ndarray]]
+
 
 class NextTokenTask:
     """Action = predicted next token; reward 1 when it is the token the move emits."""
@@ -26,7 +29,7 @@ class NextTokenTask:
     def control_matrices(self) -> None:
         return None
 
-    def reward(self, actions: np.ndarray, transition: Transition):
+    def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
         correct = (actions == transition.token).astype(np.float64)
         return correct, {"correct": correct}
 
@@ -42,7 +45,7 @@ class CurrentStateTask:
     def control_matrices(self) -> None:
         return None
 
-    def reward(self, actions: np.ndarray, transition: Transition):
+    def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
         correct = (actions == transition.state_before).astype(np.float64)
         return correct, {"correct": correct}
 
@@ -60,7 +63,7 @@ class PassiveTask:
     def control_matrices(self) -> None:
         return None
 
-    def reward(self, actions: np.ndarray, transition: Transition):
+    def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
         return np.zeros(actions.shape[0]), {}
 
 
@@ -105,7 +108,7 @@ class ControlledTask:
     def control_matrices(self) -> np.ndarray:
         return self._controls
 
-    def reward(self, actions: np.ndarray, transition: Transition):
+    def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
         state_reward = self._state_rewards[transition.state]
         cost = self._kl_cost * self.kl[actions, transition.state_before]
         return state_reward - cost, {"state_reward": state_reward, "kl_cost": cost}
