@@ -17,8 +17,10 @@ def tiny_ppo_config(
     *,
     env_config: dict[str, Any] | None = None,
     seed: int = 0,
+    learners: dict[str, Any] | None = None,
     **training: Any,
 ) -> PPOConfig:
+    """`learners` goes to config.learners (learner_class, learner_connector, ...)."""
     training = {
         "train_batch_size_per_learner": 128,
         "minibatch_size": 64,
@@ -30,6 +32,7 @@ def tiny_ppo_config(
         .environment(NoisyCounterEnv, env_config=env_config or {})
         .env_runners(num_env_runners=0, rollout_fragment_length=64)
         .training(**training)
+        .learners(**(learners or {}))
         .rl_module(
             rl_module_spec=RLModuleSpec(module_class=module_class, model_config=model_config)
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -116,3 +119,12 @@ def test_transformer_rejects_too_long_window():
     enc = CausalTransformerEncoder(input_dim=3, context_len=4, d_model=8, num_heads=2)
     with pytest.raises(ValueError, match="exceeds context_len"):
         enc(torch.randn(1, 5, 3))
+
+
+def test_components_import_no_rllib():
+    code = (
+        "import sys, rl_harness.learners.components; "
+        "print(any(m.startswith('ray') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

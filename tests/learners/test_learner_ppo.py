@@ -30,10 +30,12 @@ def test_module_trains_two_ppo_iterations(name):
     config = tiny_ppo_config(
         module_class,
         model_config,
-        learner_class=AdamWPPOLearner,
-        learner_config_dict={
-            "optimizer/name": "adamw",
-            "optimizer/kwargs": {"weight_decay": 0.05, "betas": [0.9, 0.95]},
+        learners={
+            "learner_class": AdamWPPOLearner,
+            "learner_config_dict": {
+                "optimizer/name": "adamw",
+                "optimizer/kwargs": {"weight_decay": 0.05, "betas": [0.9, 0.95]},
+            },
         },
     )
     algo = config.build_algo()

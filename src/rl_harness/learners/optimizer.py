@@ -1,7 +1,7 @@
 """Optimizers by name + kwargs, and a Learner mixin that builds one from config.
 
-    config.training(
-        lr=3e-4,
+    config.training(lr=3e-4)
+    config.learners(
         learner_class=MyLearner,  # class MyLearner(ConfiguredOptimizerMixin, PPOTorchLearner)
         learner_config_dict={
             "optimizer/name": "adamw",

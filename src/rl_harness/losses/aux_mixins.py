@@ -1,0 +1,130 @@
+"""Cooperative Learner mixins that add weighted auxiliary classification losses.
+
+Compose before the algorithm's torch Learner:
+
+    class MyLearner(NextTokenAuxLossMixin, PPOTorchLearner): ...
+
+    config.learners(
+        learner_class=MyLearner,
+        learner_config_dict={"next_token_aux/weight": 0.5},
+    )
+
+Each mixin calls the base loss first and returns base + weight * aux, where aux
+is the masked cross-entropy of the paired head's `<ns>/logits` against the batch
+column `<ns>/targets` (see `InfoTargetsToBatch`), over steps where both
+`loss_mask` and `<ns>/target_valid` hold. Weight 0 returns the base loss object
+itself, untouched. Metrics go to `<ns>/loss` and `<ns>/accuracy` under the
+module id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+
+from rl_harness.learners.aux_keys import NEXT_TOKEN_AUX, STATE_AUX, AuxKeys
+from rl_harness.losses.classification import masked_accuracy, masked_cross_entropy
+
+
+def aux_weight(learner_config_dict: Mapping[str, Any], keys: AuxKeys) -> float:
+    """The loss weight `<ns>/weight`: required, a finite number >= 0."""
+    if keys.weight not in learner_config_dict:
+        raise ValueError(
+            f"learner_config_dict is missing {keys.weight!r}: the {keys.namespace} loss "
+            "mixin is composed, so set its weight (0.0 switches the term off)"
+        )
+    weight = learner_config_dict[keys.weight]
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight < 1e30:
+        raise ValueError(f"learner_config_dict[{keys.weight!r}] must be >= 0, got {weight!r}")
+    return float(weight)
+
+
+def add_aux_classification_loss(
+    learner: Any,
+    keys: AuxKeys,
+    *,
+    module_id: str,
+    config: Any,
+    batch: dict[str, Any],
+    fwd_out: dict[str, Any],
+    total: torch.Tensor,
+) -> torch.Tensor:
+    """`total + weight * masked CE(<ns>/logits, <ns>/targets)`; `total` itself if weight 0."""
+    weight = aux_weight(config.learner_config_dict, keys)
+    if weight == 0.0:
+        return total
+    if keys.logits not in fwd_out:
+        raise KeyError(
+            f"fwd_out has no {keys.logits!r}: compose the matching head mixin into the "
+            f"RLModule (or set {keys.weight!r} to 0)"
+        )
+    if keys.targets not in batch:
+        raise KeyError(
+            f"train batch has no {keys.targets!r} column: add a learner connector that "
+            f"writes it, e.g. InfoTargetsToBatch(targets={{{keys.namespace!r}: ...}})"
+        )
+    mask = batch.get(Columns.LOSS_MASK)
+    valid = batch.get(keys.target_valid)
+    if valid is not None:
+        mask = valid if mask is None else mask & valid
+    logits, targets = fwd_out[keys.logits], batch[keys.targets]
+    loss = masked_cross_entropy(logits, targets, mask)
+    with torch.no_grad():
+        accuracy = masked_accuracy(logits, targets, mask)
+    learner.metrics.log_dict(
+        {keys.loss_metric: loss.detach(), keys.accuracy_metric: accuracy},
+        key=module_id,
+        window=1,
+    )
+    return total + weight * loss
+
+
+class NextTokenAuxLossMixin:
+    """Adds `next_token_aux/weight` * CE(next_token_aux/logits, next_token_aux/targets)."""
+
+    def build(self) -> None:
+        super().build()  # type: ignore[misc]
+        aux_weight(self.config.learner_config_dict, NEXT_TOKEN_AUX)  # type: ignore[attr-defined]
+
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> torch.Tensor:
+        total = super().compute_loss_for_module(  # type: ignore[misc]
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        return add_aux_classification_loss(
+            self,
+            NEXT_TOKEN_AUX,
+            module_id=module_id,
+            config=config,
+            batch=batch,
+            fwd_out=fwd_out,
+            total=total,
+        )
+
+
+class StateAuxLossMixin:
+    """Adds `state_aux/weight` * CE(state_aux/logits, state_aux/targets)."""
+
+    def build(self) -> None:
+        super().build()  # type: ignore[misc]
+        aux_weight(self.config.learner_config_dict, STATE_AUX)  # type: ignore[attr-defined]
+
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> torch.Tensor:
+        total = super().compute_loss_for_module(  # type: ignore[misc]
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        return add_aux_classification_loss(
+            self,
+            STATE_AUX,
+            module_id=module_id,
+            config=config,
+            batch=batch,
+            fwd_out=fwd_out,
+            total=total,
+        )
