@@ -1,1 +1,45 @@
-"""rl_harness.analysis."""
+"""Analysis of finished runs: records, checkpoints, rollouts, probes and plots.
+
+    RunArtifacts.open(results_dir)                  manifest, metrics, summary, checkpoints
+    load_module(checkpoint) / load_algorithm(...)   module-only or full restore
+    collect_rollouts(module, make_env, ...)         representations and info targets
+    evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
+    plot_belief_simplex(...) / plot_learning_curve(...)
+
+Names load lazily, so importing one part does not pull in RLlib, torch or matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "RunArtifacts": "rl_harness.analysis.run_artifacts",
+    "DEFAULT_MODULE_ID": "rl_harness.analysis.checkpoints",
+    "load_algorithm": "rl_harness.analysis.checkpoints",
+    "load_module": "rl_harness.analysis.checkpoints",
+    "module_checkpoint_dir": "rl_harness.analysis.checkpoints",
+    "module_ids": "rl_harness.analysis.checkpoints",
+    "ModuleStepper": "rl_harness.analysis.rollouts",
+    "Rollouts": "rl_harness.analysis.rollouts",
+    "collect_rollouts": "rl_harness.analysis.rollouts",
+    "encode_representation": "rl_harness.analysis.rollouts",
+    "info_target": "rl_harness.analysis.rollouts",
+    "AffineProbe": "rl_harness.analysis.probes",
+    "Estimate": "rl_harness.analysis.probes",
+    "ProbeEvaluation": "rl_harness.analysis.probes",
+    "ProbeReport": "rl_harness.analysis.probes",
+    "evaluate_probe": "rl_harness.analysis.probes",
+    "fit_affine": "rl_harness.analysis.probes",
+    "barycentric_xy": "rl_harness.analysis.plots",
+    "plot_belief_simplex": "rl_harness.analysis.plots",
+    "plot_learning_curve": "rl_harness.analysis.plots",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'rl_harness.analysis' has no attribute {name!r}")

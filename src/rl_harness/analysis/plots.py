@@ -1,0 +1,119 @@
+"""Plotting primitives, saved as PNG with matplotlib's Agg backend (no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: files only, never a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+# Corners of the 2-simplex in the plane: state 0 bottom left, 1 bottom right, 2 on top.
+SIMPLEX_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
+
+
+def barycentric_xy(points: np.ndarray) -> np.ndarray:
+    """(n, 3) barycentric weights -> (n, 2) plane coordinates (rows need not sum to 1:
+    a probe's predictions land where their affine combination of the corners puts them)."""
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise ValueError(f"expected (n, 3) points on the 2-simplex, got shape {points.shape}")
+    return points @ SIMPLEX_CORNERS
+
+
+def belief_colors(beliefs: np.ndarray) -> np.ndarray:
+    """RGB = belief (clipped to [0, 1]): a point's colour says which state it favours."""
+    return np.clip(np.asarray(beliefs, dtype=np.float64), 0.0, 1.0)
+
+
+def _simplex_panel(ax: Any, points: np.ndarray, colors: np.ndarray, title: str, size: float):
+    xy = barycentric_xy(points)
+    outline = np.vstack([SIMPLEX_CORNERS, SIMPLEX_CORNERS[:1]])
+    ax.plot(outline[:, 0], outline[:, 1], color="0.6", lw=0.8)
+    ax.scatter(xy[:, 0], xy[:, 1], c=colors, s=size, linewidths=0, rasterized=True)
+    ax.set_title(title)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+
+
+def plot_belief_simplex(
+    path: Path,
+    true_beliefs: np.ndarray,
+    predicted_beliefs: np.ndarray | None = None,
+    *,
+    title: str | None = None,
+    labels: Sequence[str] = ("true belief", "probe prediction"),
+    point_size: float = 2.0,
+) -> Path:
+    """Beliefs in barycentric coordinates coloured by the true belief, optionally beside
+    a probe's predictions of them (coloured by the same true beliefs). Returns `path`."""
+    true_beliefs = np.asarray(true_beliefs, dtype=np.float64)
+    colors = belief_colors(true_beliefs)
+    panels = [(true_beliefs, labels[0])]
+    if predicted_beliefs is not None:
+        predicted_beliefs = np.asarray(predicted_beliefs, dtype=np.float64)
+        if predicted_beliefs.shape != true_beliefs.shape:
+            raise ValueError(
+                f"predictions {predicted_beliefs.shape} and beliefs {true_beliefs.shape} differ"
+            )
+        panels.append((predicted_beliefs, labels[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
+    for ax, (points, label) in zip(axes[0], panels, strict=True):
+        _simplex_panel(ax, points, colors, label, point_size)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_learning_curve(
+    path: Path,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    y_keys: Sequence[str] = ("env_runners/episode_return_mean",),
+    x_key: str = "num_env_steps_sampled_lifetime",
+    references: Mapping[str, float] | None = None,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Path:
+    """Curves of `y_keys` against `x_key` from metrics.jsonl rows, one panel per key;
+    `references` adds labelled horizontal lines (e.g. a Bayes-optimal return)."""
+    if not y_keys:
+        raise ValueError("y_keys must name at least one metric")
+    fig, axes = plt.subplots(len(y_keys), 1, figsize=(7, 3.2 * len(y_keys)), squeeze=False)
+    for ax, key in zip(axes[:, 0], y_keys, strict=True):
+        points = [
+            (row[x_key], row[key])
+            for row in rows
+            if row.get(x_key) is not None and row.get(key) is not None
+        ]
+        if points:
+            xs, ys = np.asarray(points, dtype=np.float64).T
+            ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=key)
+        else:
+            ax.text(0.5, 0.5, f"no values of {key}", ha="center", transform=ax.transAxes)
+        for index, (label, value) in enumerate((references or {}).items()):
+            ax.axhline(value, ls="--", lw=1, color=f"C{index + 1}", label=label)
+        ax.set_xlabel(x_key)
+        ax.set_ylabel(ylabel or key.rsplit("/", 1)[-1])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        plt.close(fig)
+        raise ValueError(f"plots are saved as PNG; got {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,35 @@
+"""Affine probes of representations, scored on held-out episodes with bootstrap intervals.
+
+Pure NumPy/SciPy: `fit_affine` / `AffineProbe` (least squares with bias, optional ridge),
+`episode_sums` / `scores` (R² per target and pooled, RMSE, MSE, baselines),
+`split_episodes`, `bootstrap_weights` / `percentile_interval`, and `evaluate_probe`, which
+composes them into a `ProbeReport` (with `to_dict()`).
+"""
+
+from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
+from rl_harness.analysis.probes.bootstrap import (
+    Estimate,
+    bootstrap_weights,
+    estimates,
+    percentile_interval,
+)
+from rl_harness.analysis.probes.evaluate import ProbeEvaluation, ProbeReport, evaluate_probe
+from rl_harness.analysis.probes.scores import EpisodeSums, Scores, episode_sums, scores
+from rl_harness.analysis.probes.split import split_episodes
+
+__all__ = [
+    "AffineProbe",
+    "EpisodeSums",
+    "Estimate",
+    "ProbeEvaluation",
+    "ProbeReport",
+    "Scores",
+    "bootstrap_weights",
+    "episode_sums",
+    "estimates",
+    "evaluate_probe",
+    "fit_affine",
+    "percentile_interval",
+    "scores",
+    "split_episodes",
+]
