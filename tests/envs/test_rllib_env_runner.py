@@ -6,14 +6,14 @@ import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rl_harness.envs.hmm import ENV_ID, HMMVectorEnv
+from rl_harness.envs.hmm import ENV_ID, IMPORTING_ENV_ID, HMMVectorEnv
 from tests.envs.helpers import mess3_config
 
 
-def sample_with(mode: str):
+def sample_with(env_id: str, mode: str):
     config = (
         PPOConfig()
-        .environment(ENV_ID, env_config=mess3_config(episode_length=8, info=["belief", "token"]))
+        .environment(env_id, env_config=mess3_config(episode_length=8, info=["belief", "token"]))
         .env_runners(
             num_env_runners=0,
             num_envs_per_env_runner=4,
@@ -30,8 +30,9 @@ def sample_with(mode: str):
 
 
 def test_env_runner_uses_the_batched_env_and_matches_sync_vectorization():
-    batched_runner, batched = sample_with("vector_entry_point")
-    sync_runner, synced = sample_with("sync")
+    # The importing id is what remote env runners need; both ids name the same env.
+    batched_runner, batched = sample_with(IMPORTING_ENV_ID, "vector_entry_point")
+    sync_runner, synced = sample_with(ENV_ID, "sync")
     assert isinstance(batched_runner.env.unwrapped, HMMVectorEnv)
     assert not isinstance(sync_runner.env.unwrapped, HMMVectorEnv)
     assert len(batched) == len(synced) > 4

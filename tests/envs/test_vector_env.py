@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -100,6 +104,24 @@ def test_registration_builds_the_batched_env_for_vector_entry_point():
     obs, info = batched.reset(seed=0)
     assert obs.shape == (4, 24) and info["belief"].shape == (4, 3)
     assert batched.action_space.shape == (4,)
+
+
+def test_importing_id_registers_the_env_in_a_fresh_process():
+    # Like an RLlib remote env runner: a process that never imported rl_harness.envs.hmm.
+    code = (
+        "import json, sys, gymnasium as gym\n"
+        "env = gym.make_vec(sys.argv[1], num_envs=3, vectorization_mode='vector_entry_point',"
+        " **json.loads(sys.argv[2]))\n"
+        "print(type(env).__name__, env.reset(seed=0)[0].shape)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, IMPORTING_ENV_ID, json.dumps(mess3_config())],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert result.stdout.split() == ["HMMVectorEnv", "(3,", "24)"]
 
 
 def test_batched_actions_are_checked_and_ignored_while_auto_resetting():
