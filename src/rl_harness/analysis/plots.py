@@ -101,7 +101,8 @@ def plot_learning_curve(
         ax.set_xlabel(x_key)
         ax.set_ylabel(ylabel or key.rsplit("/", 1)[-1])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
     return _save(fig, path)

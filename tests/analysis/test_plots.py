@@ -1,0 +1,58 @@
+"""Plots are real PNGs whose pixels show what they should."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from rl_harness.analysis.plots import barycentric_xy, plot_belief_simplex, plot_learning_curve
+
+
+def _has_color(image: np.ndarray, rgb: tuple[float, float, float], tol: float = 0.1) -> bool:
+    return bool(np.any(np.all(np.abs(image[..., :3] - np.asarray(rgb)) < tol, axis=-1)))
+
+
+def test_barycentric_corners_and_centre():
+    xy = barycentric_xy(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1 / 3, 1 / 3, 1 / 3]]))
+    np.testing.assert_allclose(xy[:3], [[0, 0], [1, 0], [0.5, np.sqrt(3) / 2]])
+    np.testing.assert_allclose(xy[3], [0.5, np.sqrt(3) / 6])
+    with pytest.raises(ValueError, match="\\(n, 3\\)"):
+        barycentric_xy(np.zeros((4, 2)))
+
+
+def test_belief_simplex_colours_points_by_true_belief(tmp_path):
+    beliefs = np.repeat(np.eye(3), 50, axis=0)
+    predicted = np.full_like(beliefs, 1 / 3)  # all predictions at the centre
+    path = plot_belief_simplex(tmp_path / "simplex.png", beliefs, predicted, point_size=80)
+    image = matplotlib.image.imread(path)
+    assert image.shape[1] > 1.8 * image.shape[0]  # two panels side by side
+    left, right = image[:, : image.shape[1] // 2], image[:, image.shape[1] // 2 :]
+    for rgb in [(1, 0, 0), (0, 1, 0), (0, 0, 1)]:
+        assert _has_color(left, rgb), rgb
+    # The prediction panel shows the same colours, all piled at the centre.
+    assert _has_color(right, (1, 0, 0)) or _has_color(right, (0, 0, 1))
+
+    single = plot_belief_simplex(tmp_path / "true_only.png", beliefs)
+    assert matplotlib.image.imread(single).shape[1] < image.shape[1]
+    with pytest.raises(ValueError, match="differ"):
+        plot_belief_simplex(tmp_path / "bad.png", beliefs, predicted[:3])
+    with pytest.raises(ValueError, match="PNG"):
+        plot_belief_simplex(tmp_path / "simplex.pdf", beliefs)
+
+
+def test_learning_curve_from_metrics_rows(tmp_path):
+    rows = [
+        {"num_env_steps_sampled_lifetime": 100 * i, "env_runners/episode_return_mean": i * 1.0}
+        for i in range(1, 6)
+    ] + [{"num_env_steps_sampled_lifetime": 600}]  # a row without the metric is skipped
+    path = plot_learning_curve(
+        tmp_path / "curve.png", rows, references={"optimum": 6.0}, title="returns"
+    )
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100
+    assert _has_color(image, (0.12, 0.47, 0.71), tol=0.05)  # matplotlib's C0 line
+    two = plot_learning_curve(
+        tmp_path / "two.png", rows, y_keys=["env_runners/episode_return_mean", "absent"]
+    )
+    assert matplotlib.image.imread(two).shape[0] > image.shape[0]
