@@ -1,0 +1,150 @@
+"""Human-readable views of runs: the `runs` table and one run's `show` page."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rl_harness.harness.runtools.records import HEADLINE_METRIC, RunRecord
+
+SHORT = 8  # characters of a commit or sha256 worth showing
+
+
+def short(value: Any, width: int = SHORT) -> str:
+    return "-" if value is None else str(value)[:width]
+
+
+def commit_label(section: dict[str, Any]) -> str:
+    """Short commit, with `*` when the run had uncommitted code changes (a saved patch)."""
+    if not section.get("commit"):
+        return "-"
+    return short(section["commit"]) + ("*" if section.get("diff_sha256") else "")
+
+
+def duration_label(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def number_label(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-" if value is None else str(value)
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def experiment_label(record: RunRecord) -> str:
+    """The module without its `.experiment` tail; the leaf folder for a bare file module."""
+    experiment = record.section("experiment")
+    module = str(experiment.get("module") or "-")
+    if "." not in module:
+        return str(experiment.get("relative_dir") or module)
+    return module.removesuffix(".experiment")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    head = "  ".join(cell.ljust(w) for cell, w in zip(header, widths, strict=True))
+    return "\n".join(line.rstrip() for line in [head, *lines])
+
+
+RUNS_HEADER = ("run", "experiment", "status", "seed", "exp", "lib", "duration", "return")
+
+
+def runs_table(records: Sequence[RunRecord]) -> str:
+    rows = [
+        (
+            record.run_id,
+            experiment_label(record),
+            record.status,
+            number_label(record.manifest.get("seed")),
+            commit_label(record.section("experiment_repo")),
+            commit_label(record.section("library")),
+            duration_label(record.manifest.get("duration_s")),
+            number_label(record.headline),
+        )
+        for record in records
+    ]
+    return table(RUNS_HEADER, rows)
+
+
+def _repo_line(section: dict[str, Any]) -> str:
+    if not section.get("commit"):
+        return f"{section.get('root') or '-'} (not a git checkout)"
+    state = "clean"
+    if section.get("diff_sha256"):
+        state = f"uncommitted changes, patch {section.get('patch_file')} "
+        state += f"sha256 {short(section['diff_sha256'], 12)}"
+    return f"{section.get('root')}  {section.get('branch')} @ {section['commit'][:12]}  ({state})"
+
+
+def _memory(value: Any) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int | float) else "-"
+
+
+def show_text(record: RunRecord) -> str:
+    m = record.manifest
+    experiment = record.section("experiment")
+    options = record.section("options")
+    library = record.section("library")
+    lockfile = record.section("lockfile")
+    hardware = record.section("hardware")
+    plan = hardware.get("plan") or {}
+    versions = record.section("versions")
+    gpus = ", ".join(g.get("name", "?") for g in hardware.get("gpus") or []) or "none"
+    lines = [
+        f"run         {record.run_id}  [{record.status}]",
+        f"folder      {record.path}",
+        f"experiment  {experiment.get('module')}",
+        f"source      {experiment.get('source_file')}  "
+        f"sha256 {short(experiment.get('source_sha256'), 12)}",
+        f"seed        {m.get('seed')}   smoke {options.get('smoke')}   "
+        f"resume_from {options.get('resume_from') or '-'}",
+        f"hardware    {plan.get('profile', options.get('hardware_profile'))}: "
+        f"env runners {plan.get('num_env_runners')}, learners {plan.get('num_learners')}, "
+        f"gpus/learner {plan.get('num_gpus_per_learner')}",
+        f"exp repo    {_repo_line(record.section('experiment_repo'))}",
+        f"library     rl-harness {library.get('version')}  "
+        + (
+            "(same repo as the experiment)"
+            if library.get("same_repo_as_experiment")
+            else _repo_line(library)
+        ),
+        f"lockfile    {lockfile.get('path') or '-'}  sha256 {short(lockfile.get('sha256'), 12)}",
+        "versions    " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"host        {hardware.get('hostname')}  {hardware.get('os')}",
+        f"cpu         {hardware.get('cpu_model')} x{hardware.get('cpu_count')}  "
+        f"memory {_memory(hardware.get('memory_bytes'))}  gpus {gpus}",
+        f"time        {m.get('started_at')} -> {m.get('ended_at') or '-'}  "
+        f"({duration_label(m.get('duration_s'))})",
+    ]
+    error = m.get("error")
+    if isinstance(error, dict):
+        where = f"  (see {error['traceback_file']})" if error.get("traceback_file") else ""
+        lines.append(f"error       {error.get('type')}: {error.get('message')}{where}")
+    final = record.final_metrics
+    rows = record.metrics_rows
+    lines.append(f"final metrics ({len(rows)} rows in metrics.jsonl):" if final else "no metrics")
+    lines += [f"  {key:<48} {number_label(final[key])}" for key in sorted(final)]
+    if isinstance(record.result, dict):
+        lines.append("result.json:")
+        lines += [
+            f"  {key:<48} {number_label(record.result[key])}" for key in sorted(record.result)
+        ]
+    return "\n".join(lines)
+
+
+def show_json(record: RunRecord) -> dict[str, Any]:
+    return {
+        "path": str(record.path),
+        "manifest": record.manifest,
+        "final_metrics": record.final_metrics,
+        "metrics_rows": len(record.metrics_rows),
+        "headline": {HEADLINE_METRIC: record.headline},
+        "summary": record.summary,
+        "result": record.result,
+    }

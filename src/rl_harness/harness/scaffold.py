@@ -1,0 +1,275 @@
+"""`rl-harness new PATH`: scaffold a personal experiment repo, offline.
+
+The new repo is a git repo with one commit: a uv project (package `experiments`) that depends
+on rl-harness through a path source to the library checkout this command ran from (a plain
+dependency when the library is not a git checkout), one tiny example leaf, a .gitignore that
+keeps artifacts out of git, and an AGENTS.md. Nothing is downloaded: `uv sync` is left to the
+user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rl_harness.harness.gitinfo import find_git_root
+from rl_harness.harness.provenance import library_root
+
+EXIT_OK, EXIT_USAGE = 0, 2
+LEAF_MODULE = "experiments.example_study.smoke.experiment"
+LEAF_PATH = "experiments/example_study/smoke/experiment.py"
+FALLBACK_IDENTITY = ("rl-harness new", "rl-harness-new@localhost")
+
+
+class ScaffoldError(ValueError):
+    """Bad input or a failed step: printed as one line, exit code 2."""
+
+
+def library_checkout() -> Path | None:
+    """The git checkout holding the running rl_harness package, if it is one."""
+    root = find_git_root(library_root())
+    if root is None:
+        return None
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() or 'name = "rl-harness"' not in pyproject.read_text("utf-8"):
+        return None
+    return root
+
+
+def source_path(repo: Path, library: Path) -> str:
+    """`../rl-harness` style when the library sits beside the repo, else absolute."""
+    repo, library = repo.resolve(), library.resolve()
+    if library.parent == repo.parent:
+        return os.path.relpath(library, repo)
+    return str(library)
+
+
+def distribution_name(folder: str) -> str:
+    name = re.sub(r"[^a-z0-9]+", "-", folder.lower()).strip("-")
+    if not name:
+        raise ScaffoldError(f"cannot derive a project name from {folder!r}; pass --name")
+    return name
+
+
+def pyproject_text(name: str, library_source: str | None) -> str:
+    sources = (
+        f'\n[tool.uv.sources]\nrl-harness = {{ path = "{library_source}", editable = true }}\n'
+        if library_source
+        else ""
+    )
+    return f"""[project]
+name = "{name}"
+version = "0.1.0"
+description = "Experiments on rl-harness (package `experiments`)"
+requires-python = ">=3.13"
+dependencies = ["rl-harness"]
+{sources}
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[tool.hatch.build.targets.wheel]
+packages = ["experiments"]
+
+[tool.ruff]
+line-length = 100
+extend-exclude = ["**/artifacts/**"]
+"""
+
+
+GITIGNORE = """\
+# Large run outputs (checkpoints, rollouts); results/<run-id>/ stays tracked.
+experiments/**/artifacts/
+__pycache__/
+.venv/
+.pytest_cache/
+.ruff_cache/
+"""
+
+EXAMPLE_LEAF = '''\
+"""Tiny PPO on CartPole: the smallest complete recipe, to check the setup end to end.
+
+Budget: smoke = 2 iterations of 200 env steps (seconds); full = 20 iterations of 2000 steps.
+"""
+
+from __future__ import annotations
+
+from ray.rllib.algorithms.ppo import PPOConfig
+
+from rl_harness import RunContext, run_algorithm
+
+
+def build_config(smoke: bool) -> PPOConfig:
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(
+            train_batch_size_per_learner=200 if smoke else 2000,
+            minibatch_size=100 if smoke else 250,
+            num_epochs=2 if smoke else 6,
+            lr=3e-4,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [32, 32]})
+    )
+
+
+def run(context: RunContext) -> dict:
+    result = run_algorithm(build_config(context.smoke), context, stop=2 if context.smoke else 20)
+    return {
+        "iterations": result.iterations,
+        "episode_return_mean": result.final_metrics.get("env_runners/episode_return_mean"),
+    }
+'''
+
+
+def readme_text(name: str, library_source: str | None) -> str:
+    setup = (
+        f"`pyproject.toml` installs rl-harness editable from `{library_source}` "
+        "(`[tool.uv.sources]`); move or clone the library there if it is missing."
+        if library_source
+        else "`pyproject.toml` depends on `rl-harness` from your package index; add a "
+        '`[tool.uv.sources]` path source (`rl-harness = { path = "../rl-harness", '
+        "editable = true }`) to work on a library checkout."
+    )
+    return f"""# {name}
+
+Personal experiments on rl-harness: one leaf per folder under `experiments/`, each an
+`experiment.py` with `run(context)`.
+
+## Setup
+
+{setup}
+
+```bash
+uv sync                                         # creates .venv and uv.lock
+uv run rl-harness {LEAF_MODULE} --smoke
+```
+
+## Records
+
+Every run writes `results/<run-id>/` beside its `experiment.py` (manifest with both repos'
+commits, metrics.jsonl, summary.json: commit them) and `artifacts/<run-id>/` (checkpoints:
+ignored by git). `uv run rl-harness runs` lists them; `show`, `diff` and `reproduce` read them.
+"""
+
+
+AGENTS = f"""# Experiment repo: agent notes
+
+- Package `experiments`; a leaf is a folder with `experiment.py` defining `run(context)`
+  (see `{LEAF_PATH}`). New study: `experiments/<study>/<leaf>/experiment.py`
+  plus `__init__.py` files.
+- Run: `uv run rl-harness experiments.<study>.<leaf>.experiment --smoke` (seconds) before any
+  full run; `--seed N` sets the one root seed (default 42).
+- Recipes own their science (env, model, budget); the harness owns seeds, records and
+  hardware. Use `rl_harness` APIs (`run_algorithm`, `run_tune`, `RunContext`); do not copy
+  library code here, change the library in its own repo.
+- `results/<run-id>/` is small and tracked; `artifacts/` is ignored. Commit code before runs
+  you care about: the manifest records this repo's commit and the library's separately, and
+  `rl-harness reproduce` refuses when the code differs from the record.
+"""
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    root: Path
+    name: str
+    library_source: str | None
+
+    def files(self) -> dict[str, str]:
+        return {
+            "pyproject.toml": pyproject_text(self.name, self.library_source),
+            ".gitignore": GITIGNORE,
+            "README.md": readme_text(self.name, self.library_source),
+            "AGENTS.md": AGENTS,
+            "experiments/__init__.py": '"""Experiments: one leaf folder per experiment.py."""\n',
+            "experiments/example_study/__init__.py": "",
+            "experiments/example_study/smoke/__init__.py": "",
+            LEAF_PATH: EXAMPLE_LEAF,
+        }
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60
+        )
+    except FileNotFoundError:
+        raise ScaffoldError("git is not installed; `rl-harness new` needs it") from None
+
+
+def _checked_git(root: Path, *args: str) -> None:
+    out = _git(root, *args)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ScaffoldError(f"git {args[0]} failed in {root}: {last}")
+
+
+def initial_commit(root: Path) -> None:
+    """git init + first commit; an identity is supplied only when none is configured."""
+    _checked_git(root, "init", "-q", "-b", "main")
+    _checked_git(root, "add", "-A")
+    identity: tuple[str, ...] = ()
+    if not _git(root, "config", "user.email").stdout.strip():
+        name, email = FALLBACK_IDENTITY
+        identity = ("-c", f"user.name={name}", "-c", f"user.email={email}")
+        print(f"note: no git identity configured; first commit made as {email}")
+    _checked_git(root, *identity, "commit", "-q", "-m", "Scaffold experiment repo (rl-harness new)")
+
+
+def check_target(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ScaffoldError(f"{path} exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()):
+        raise ScaffoldError(f"{path} exists and is not empty; choose a new folder")
+    return path.resolve()
+
+
+def scaffold(path: Path, *, name: str | None = None) -> Scaffold:
+    """Write the repo at `path` (absent or empty) and make its first commit."""
+    root = check_target(Path(path).expanduser())
+    library = library_checkout()
+    plan = Scaffold(
+        root=root,
+        name=distribution_name(name or root.name),
+        library_source=source_path(root, library) if library else None,
+    )
+    for relative, text in plan.files().items():
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    initial_commit(root)
+    return plan
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one clean line instead of usage + message
+        raise ScaffoldError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rl-harness new",
+        description="Scaffold a personal experiment repo at PATH (git repo, uv project, "
+        "package `experiments`, example leaf), without network.",
+    )
+    parser.add_argument("path", metavar="PATH", help="a new or empty folder")
+    parser.add_argument("--name", help="project name (default: the folder name)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parser().parse_args(argv)
+        plan = scaffold(Path(args.path), name=args.name)
+    except ScaffoldError as error:
+        print(f"rl-harness: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    source = plan.library_source or "your package index (plain dependency)"
+    print(f"created {plan.root} ({plan.name}); rl-harness from {source}")
+    print(f"next: cd {plan.root} && uv sync && uv run rl-harness {LEAF_MODULE} --smoke")
+    return EXIT_OK
