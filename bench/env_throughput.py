@@ -1,12 +1,12 @@
 """Env steps per second: per-env (RLlib sync vectorization) vs batched HMMVectorEnv vs raw NumPy.
 
-Run: .venv/bin/python bench/env_throughput.py [--seconds 1.0] [--repeats 3]
+Run: .venv/bin/python bench/env_throughput.py [--burst 0.05] [--rounds 30]
 
 Both envs are built the way RLlib 2.60 builds them (SingleAgentEnvRunner.make_env, i.e.
 gymnasium.make_vec + DictInfoToList) with gym_env_vectorize_mode "sync" (N HMMEnv copies
 stepped one by one) and "vector_entry_point" (one HMMVectorEnv). The raw loop samples the
 same MESS3 hidden states and tokens with bare NumPy and builds no observation: the limit.
-All are measured side by side in one run, best of `--repeats`, on the same machine.
+All are measured side by side in one run: short bursts in turn, median of `--rounds`.
 """
 
 from __future__ import annotations
@@ -80,21 +80,20 @@ def raw_stepper(num_envs: int) -> Callable[[], None]:
     return step
 
 
-def steps_per_second(step: Callable[[], None], num_envs: int, seconds: float) -> float:
-    for _ in range(20):  # warm up
-        step()
+def burst_rate(step: Callable[[], None], num_envs: int, seconds: float) -> float:
+    """Env steps per second over one short burst of calls."""
     calls, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
-        for _ in range(50):
+        for _ in range(10):
             step()
-        calls += 50
+        calls += 10
     return calls * num_envs / elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many rounds")
+    parser.add_argument("--burst", type=float, default=0.05, help="seconds per burst")
+    parser.add_argument("--rounds", type=int, default=30, help="bursts per column")
     args = parser.parse_args()
 
     from rl_harness.envs.hmm import HMMVectorEnv
@@ -108,12 +107,19 @@ def main() -> None:
         bare.reset(seed=0)
         steppers["batched bare", n] = env_stepper(bare, n)
         steppers["raw numpy", n] = raw_stepper(n)
-    best = dict.fromkeys(steppers, 0.0)
-    for _ in range(args.repeats):  # interleaved rounds, so load changes hit every column
+    for key, step in steppers.items():  # warm up
+        burst_rate(step, key[1], 0.05)
+    # Short bursts in turn, many rounds, median per column: on a shared machine every column
+    # then sees the same load, which a rate-of over long runs does not guarantee.
+    rates: dict[tuple[str, int], list[float]] = {key: [] for key in steppers}
+    for _ in range(args.rounds):
         for key, step in steppers.items():
-            best[key] = max(best[key], steps_per_second(step, key[1], args.seconds))
+            rates[key].append(burst_rate(step, key[1], args.burst))
+    rate = {key: float(np.median(values)) for key, values in rates.items()}
 
-    print(f"MESS3 NextTokenTask, token_window 8, no info keys; env steps/s, best of {args.repeats}")
+    print(
+        f"MESS3 NextTokenTask, token_window 8, no info keys; env steps/s (median of {args.rounds})"
+    )
     print("per-env sync / batched: as RLlib's env runner builds them (incl. DictInfoToList);")
     print("batched bare: HMMVectorEnv.step alone; raw numpy: state + token sampling only")
     header = "".join(f"{name:>14}" for name in ("n_envs", *columns))
@@ -121,8 +127,8 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for n in SIZES:
-        per_env, batched, bare, raw = (best[name, n] for name in columns)
-        row = f"{n:>14}" + "".join(f"{best[name, n]:>14,.0f}" for name in columns)
+        per_env, batched, bare, raw = (rate[name, n] for name in columns)
+        row = f"{n:>14}" + "".join(f"{rate[name, n]:>14,.0f}" for name in columns)
         row += f"{batched / per_env:>16.1f}x{raw / bare:>9.2f}x{raw / batched:>12.2f}x"
         print(row)
     print("targets at 256 envs: batched/per-env >= 10x; raw numpy within 3x of the batched env")
