@@ -46,8 +46,9 @@ def test_learning_curve_from_metrics_rows(tmp_path):
         {"num_env_steps_sampled_lifetime": 100 * i, "env_runners/episode_return_mean": i * 1.0}
         for i in range(1, 6)
     ] + [{"num_env_steps_sampled_lifetime": 600}]  # a row without the metric is skipped
+    key = "env_runners/episode_return_mean"
     path = plot_learning_curve(
-        tmp_path / "curve.png", rows, references={"optimum": 6.0}, title="returns"
+        tmp_path / "curve.png", rows, references={key: {"optimum": 6.0}}, title="returns"
     )
     image = matplotlib.image.imread(path)
     assert image.ndim == 3 and image.shape[0] > 100
@@ -56,3 +57,5 @@ def test_learning_curve_from_metrics_rows(tmp_path):
         tmp_path / "two.png", rows, y_keys=["env_runners/episode_return_mean", "absent"]
     )
     assert matplotlib.image.imread(two).shape[0] > image.shape[0]
+    with pytest.raises(ValueError, match="not plotted: \\['absent'\\]"):
+        plot_learning_curve(tmp_path / "bad.png", rows, references={"absent": {"x": 1.0}})

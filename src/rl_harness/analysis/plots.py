@@ -76,12 +76,17 @@ def plot_learning_curve(
     *,
     y_keys: Sequence[str] = ("env_runners/episode_return_mean",),
     x_key: str = "num_env_steps_sampled_lifetime",
-    references: Mapping[str, float] | None = None,
+    references: Mapping[str, Mapping[str, float]] | None = None,
     title: str | None = None,
-    ylabel: str | None = None,
 ) -> Path:
-    """Curves of `y_keys` against `x_key` from metrics.jsonl rows, one panel per key;
-    `references` adds labelled horizontal lines (e.g. a Bayes-optimal return)."""
+    """Curves of `y_keys` against `x_key` from metrics.jsonl rows, one panel per key.
+
+    `references` maps a y key to labelled horizontal lines for its panel, e.g.
+    {"env_runners/episode_return_mean": {"Bayes-optimal": 43.7}}.
+    """
+    unknown = sorted(set(references or {}) - set(y_keys))
+    if unknown:
+        raise ValueError(f"references for keys that are not plotted: {unknown}")
     if not y_keys:
         raise ValueError("y_keys must name at least one metric")
     fig, axes = plt.subplots(len(y_keys), 1, figsize=(7, 3.2 * len(y_keys)), squeeze=False)
@@ -96,10 +101,10 @@ def plot_learning_curve(
             ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=key)
         else:
             ax.text(0.5, 0.5, f"no values of {key}", ha="center", transform=ax.transAxes)
-        for index, (label, value) in enumerate((references or {}).items()):
+        for index, (label, value) in enumerate((references or {}).get(key, {}).items()):
             ax.axhline(value, ls="--", lw=1, color=f"C{index + 1}", label=label)
         ax.set_xlabel(x_key)
-        ax.set_ylabel(ylabel or key.rsplit("/", 1)[-1])
+        ax.set_ylabel(key.rsplit("/", 1)[-1])
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
