@@ -97,7 +97,7 @@ def test_bootstrap_then_run_the_example(tmp_path: Path):
     out = bootstrap(repo, _env(RL_HARNESS_URL=str(origin)))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     library = tmp_path / "rl-harness"
-    assert _git(library, "rev-parse", "HEAD") == _git(REPO, "rev-parse", "HEAD")
+    assert _git(library, "rev-parse", "HEAD") == _git(origin, "rev-parse", "HEAD")
     source = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["uv"]["sources"]
     assert source["rl-harness"] == {"path": "../rl-harness", "editable": True}
     assert (repo / "uv.lock").is_file() and (repo / ".venv").is_dir()

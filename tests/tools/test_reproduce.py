@@ -125,6 +125,16 @@ def test_new_commit_only_warns(committed_leaf, git_repo, capfd):
     assert "warning: experiment repo commit differs" in err
 
 
+def test_results_dir_option(committed_leaf, tmp_path: Path, capfd):
+    leaf = committed_leaf(recipes.SEEDED)
+    original = run_leaf(leaf)
+    elsewhere = tmp_path / "reproductions"
+    code, out, _ = _reproduce(capfd, str(original), "--results-dir", str(elsewhere))
+    (new,) = elsewhere.iterdir()
+    assert code == 0 and f"new run: {new}" in out and run_dirs(leaf) == [original]
+    assert manifest(new)["options"]["results_dir"] == str(elsewhere)
+
+
 def test_reproduce_from_another_clone(committed_leaf, git_repo, tmp_path: Path, capfd):
     """Results are tracked: a fresh clone elsewhere reproduces the run from its own files."""
     leaf = committed_leaf(recipes.SEEDED)
