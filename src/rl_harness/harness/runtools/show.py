@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rl_harness.harness.metrics import flatten
 from rl_harness.harness.runtools.records import HEADLINE_METRIC, RunRecord
 
 SHORT = 8  # characters of a commit or sha256 worth showing
@@ -129,13 +130,16 @@ def show_text(record: RunRecord) -> str:
     final = record.final_metrics
     rows = record.metrics_rows
     lines.append(f"final metrics ({len(rows)} rows in metrics.jsonl):" if final else "no metrics")
-    lines += [f"  {key:<48} {number_label(final[key])}" for key in sorted(final)]
+    lines += _key_values(final)
     if isinstance(record.result, dict):
         lines.append("result.json:")
-        lines += [
-            f"  {key:<48} {number_label(record.result[key])}" for key in sorted(record.result)
-        ]
+        lines += _key_values(flatten(record.result))  # nested mappings as a/b keys
     return "\n".join(lines)
+
+
+def _key_values(values: dict[str, Any]) -> list[str]:
+    width = max((len(key) for key in values), default=0)
+    return [f"  {key:<{width}}  {number_label(values[key])}" for key in sorted(values)]
 
 
 def show_json(record: RunRecord) -> dict[str, Any]:
