@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from rl_harness.harness.cliargs import OneLineParser, UsageError, fail
 from rl_harness.harness.hardware import PROFILE_NAMES as PROFILES
 
 # word -> (module, function, help); each function takes argv and returns an exit code.
@@ -24,15 +25,6 @@ TOOLS: dict[str, tuple[str, str, str]] = {
     "download": ("rl_harness.harness.storage", "download_main", "fetch a run's artifacts"),
     "vast": ("rl_harness.devops.vast.cli", "main", "rent vast.ai GPUs for recipe runs"),
 }
-
-
-class UsageError(Exception):
-    """Bad input: one line on stderr, exit code 2, no traceback."""
-
-
-def _fail(message: str) -> int:
-    print(f"rl-harness: error: {message}", file=sys.stderr)
-    return 2
 
 
 def _seed(text: str) -> int:
@@ -52,13 +44,8 @@ def _existing_path(text: str) -> Path:
     return path.resolve()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one clean line instead of usage + message
-        raise UsageError(message)
-
-
 def recipe_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="rl-harness",
         description="Run a recipe (a module or file with run(context)), with provenance.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -134,7 +121,7 @@ def _run_tool(word: str, argv: list[str]) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
-            return _fail(f"'{word}' is not available in this installation")
+            return fail(f"'{word}' is not available in this installation")
         raise
     return int(getattr(module, function)(argv) or 0)
 
@@ -151,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as error:
-        return _fail(_check_unknown_choice(str(error)))
+        return fail(_check_unknown_choice(str(error)))
     if args.run_id is not None and not _valid_run_id(args.run_id):
-        return _fail(f"run id may hold letters, digits, '-', '_' and '.', got {args.run_id!r}")
+        return fail(f"run id may hold letters, digits, '-', '_' and '.', got {args.run_id!r}")
 
     from rl_harness.harness.lifecycle import RunOptions, execute_recipe
     from rl_harness.harness.recipe import RecipeError, load_recipe
@@ -172,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         recipe = load_recipe(args.target)
     except RecipeError as error:
-        return _fail(str(error))
+        return fail(str(error))
     except Exception as error:  # the recipe module itself failed to import
-        return _fail(f"importing {args.target} failed: {type(error).__name__}: {error}")
+        return fail(f"importing {args.target} failed: {type(error).__name__}: {error}")
     try:
         return execute_recipe(recipe, options, ["rl-harness", *argv])
     except (RecipeError, FileExistsError) as error:
-        return _fail(str(error))
+        return fail(str(error))
 
 
 if __name__ == "__main__":

@@ -13,20 +13,19 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
 from rl_harness.harness.gitinfo import find_git_root
 from rl_harness.harness.provenance import library_root
 
-EXIT_OK, EXIT_USAGE = 0, 2
 LEAF_MODULE = "experiments.example_study.smoke.experiment"
 LEAF_PATH = "experiments/example_study/smoke/experiment.py"
 FALLBACK_IDENTITY = ("rl-harness new", "rl-harness-new@localhost")
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(UsageError):
     """Bad input or a failed step: printed as one line, exit code 2."""
 
 
@@ -246,13 +245,8 @@ def scaffold(path: Path, *, name: str | None = None) -> Scaffold:
     return plan
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one clean line instead of usage + message
-        raise ScaffoldError(message)
-
-
 def parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="rl-harness new",
         description="Scaffold a personal experiment repo at PATH (git repo, uv project, "
         "package `experiments`, example leaf), without network.",
@@ -266,9 +260,8 @@ def main(argv: list[str]) -> int:
     try:
         args = parser().parse_args(argv)
         plan = scaffold(Path(args.path), name=args.name)
-    except ScaffoldError as error:
-        print(f"rl-harness: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    except UsageError as error:
+        return fail(str(error))
     source = plan.library_source or "your package index (plain dependency)"
     print(f"created {plan.root} ({plan.name}); rl-harness from {source}")
     print(f"next: cd {plan.root} && uv sync && uv run rl-harness {LEAF_MODULE} --smoke")

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
+from rl_harness.harness.cliargs import EXIT_OK, EXIT_USAGE, fail
+from rl_harness.harness.cliargs import OneLineParser as ToolParser
+from rl_harness.harness.cliargs import UsageError as RunToolError
 
-
-class RunToolError(ValueError):
-    """Bad input (no such run, unreadable manifest): printed as one line, exit code 2."""
-
-
-class ToolParser(argparse.ArgumentParser):
-    def error(self, message: str):  # one clean line instead of usage + message
-        raise RunToolError(message)
-
-
-def fail(message: str) -> int:
-    print(f"rl-harness: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
+EXIT_DIFFERENT = 1
+__all__ = ["EXIT_DIFFERENT", "EXIT_OK", "EXIT_USAGE", "RunToolError", "ToolParser", "fail"]
 
 
 def positive_float(text: str) -> float:

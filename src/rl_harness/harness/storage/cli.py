@@ -7,6 +7,14 @@ import sys
 from pathlib import Path
 
 from rl_harness.harness.atomic import read_json, write_json_atomic
+from rl_harness.harness.cliargs import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OneLineParser,
+    UsageError,
+    fail,
+)
 from rl_harness.harness.redaction import redact_env
 from rl_harness.harness.storage.config import ENV_FILE_VAR, StorageConfigError, load_b2_config
 from rl_harness.harness.storage.download import (
@@ -17,31 +25,20 @@ from rl_harness.harness.storage.download import (
 from rl_harness.harness.storage.upload import mirror_run_artifacts
 
 MANIFEST_FILE = "run_manifest.json"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _NOT_CONFIGURED = (
     "B2 is not configured: set B2_BUCKET, B2_ENDPOINT, B2_APPLICATION_KEY_ID and "
     f"B2_APPLICATION_KEY (or name an env file in {ENV_FILE_VAR}); see docs/artifact_storage.md"
 )
 
 
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise _Usage(message)
-
-
 def _fail(prog: str, message: str, code: int = EXIT_USAGE, secrets: tuple[str, ...] = ()) -> int:
-    print(f"{prog}: error: {redact_env(message, extra=secrets)}", file=sys.stderr)
-    return code
+    return fail(message, prog=prog, code=code, secrets=secrets)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
     try:
         return parser.parse_args(argv)
-    except _Usage as error:
+    except UsageError as error:
         return _fail(parser.prog, str(error))
     except SystemExit as done:  # --help
         return int(done.code or 0)
@@ -64,7 +61,7 @@ def _conventional_artifacts_dir(run_dir: Path, run_id: str) -> Path:
 
 def upload_main(argv: list[str]) -> int:
     """Mirror (or finish mirroring) a finished run's artifacts; updates its manifest."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="rl-harness upload",
         description="Upload a run's artifacts to B2, skipping files already there "
         "with the same sha256; rewrites remote_artifacts.json and the manifest's "
@@ -113,7 +110,7 @@ def upload_main(argv: list[str]) -> int:
 
 def download_main(argv: list[str]) -> int:
     """Fetch a run's mirrored artifacts (or everything under a URI) and verify each sha256."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="rl-harness download",
         description="Download mirrored artifacts and verify their sha256. RUN_DIR "
         "(results/<run-id>/) uses its remote_artifacts.json and defaults --dest to "
