@@ -72,3 +72,17 @@ def test_memoryless_reference_matches_simulation():
 
     bayes = bayes_optimal_next_token_reward(hmm, episode_length=steps)
     assert 1 / 3 < shared.memoryless_reward(hmm, steps) < bayes
+
+
+def test_expected_rewards_bound_the_agent_by_the_bayes_optimum():
+    hmm = shared.model()
+    _, beliefs = sampled_beliefs(hmm, 8, 10, np.random.default_rng(1))
+    beliefs = beliefs[:, :10]
+    greedy = np.argmax(beliefs @ hmm.token_matrices.sum(axis=2).T, axis=-1)
+    best = shared.expected_rewards(hmm, beliefs, greedy)
+    assert best["agent"] == pytest.approx(best["bayes_optimal"])
+    worse = shared.expected_rewards(hmm, beliefs, (greedy + 1) % 3)
+    assert worse["agent"] < worse["bayes_optimal"] == best["bayes_optimal"]
+    # Certain of state 0, the next token is 0 w.p. y * alpha + 2x * (1 - alpha) / 2.
+    certain = shared.expected_rewards(hmm, np.array([[[1.0, 0.0, 0.0]]]), np.array([[0]]))
+    assert certain["agent"] == pytest.approx(0.9 * 0.85 + 0.1 * 0.075)

@@ -35,7 +35,7 @@ from rl_harness.analysis import (
     plot_belief_simplex,
     plot_learning_curve,
 )
-from rl_harness.envs.hmm import ENV_ID, HMMModel, HMMVectorEnv
+from rl_harness.envs.hmm import ENV_ID, HMMModel, HMMVectorEnv, next_token_probabilities
 from rl_harness.envs.mess3 import bayes_optimal_next_token_reward, mess3_model
 from rl_harness.harness.atomic import write_json_atomic
 from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
@@ -176,6 +176,18 @@ def memoryless_reward(hmm: HMMModel, episode_length: int) -> float:
     return float((first.max() + (episode_length - 1) * after.max(axis=1).sum()) / episode_length)
 
 
+def expected_rewards(hmm: HMMModel, beliefs: np.ndarray, actions: np.ndarray) -> dict[str, float]:
+    """Expected reward per step on recorded episodes, exact given each step's belief.
+
+    `agent`: mean P(next token = the agent's action | belief); `bayes_optimal`: mean
+    max_k P(next token = k | belief) on the same steps. Both average out the token draw,
+    so their gap (the agent's regret on these episodes) has far less noise than hit rates.
+    """
+    probabilities = next_token_probabilities(hmm, beliefs)  # (E, T, n_tokens)
+    chosen = np.take_along_axis(probabilities, actions[..., None].astype(np.int64), axis=-1)
+    return {"agent": float(chosen.mean()), "bayes_optimal": float(probabilities.max(-1).mean())}
+
+
 def _probe_env(num_envs: int) -> HMMVectorEnv:
     return HMMVectorEnv(num_envs, env_config(["belief"]))
 
@@ -230,6 +242,7 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
 
     hmm = model()
     bayes = bayes_optimal_next_token_reward(hmm, episode_length=EPISODE_LENGTH)
+    expected = expected_rewards(hmm, rollouts.targets, rollouts.actions)
     final = run.metrics()[-1] if run.metrics() else {}
     training_return = final.get(RETURN_KEY)
     record = {
@@ -254,7 +267,10 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
             "bayes_optimal": bayes,
             "memoryless_optimal": memoryless_reward(hmm, EPISODE_LENGTH),
             "uniform_guess": 1.0 / hmm.n_tokens,
+            # On the probe episodes (greedy actions): realized hits, and exact expectations.
             "agent_greedy": rollouts.mean_reward_per_step(),
+            "agent_greedy_expected": expected["agent"],
+            "bayes_optimal_same_episodes": expected["bayes_optimal"],
             "agent_training": (
                 training_return / EPISODE_LENGTH if training_return is not None else None
             ),
