@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -111,9 +115,26 @@ def test_tune_seed_sweep_records_each_trial_seed(ray_session, tmp_path: Path):
     again = run_tune(tiny_config(), resumed, stop=1, seeds=[11, 12])
     assert sorted(t.trial_id for t in again.trials) == sorted(t.trial_id for t in result.trials)
     assert sorted(t.seed for t in again.trials) == [11, 12]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_tune_without_seeds_uses_context_seed(ray_session, tmp_path: Path):
+def test_tune_ctrl_c_is_interrupted_and_handlers_restored(ray_session, tmp_path: Path):
     context = make_context(tmp_path, seed=21)
-    result = run_tune(tiny_config(), context, stop=1)
-    assert [t.seed for t in result.trials] == [21]
+    metrics = context.results_dir / "metrics.jsonl"
+
+    def ctrl_c_after_first_result() -> None:
+        deadline = time.monotonic() + 300
+        while not metrics.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_after_first_result, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_tune(tiny_config(), context, stop=10_000)
+    summary = json.loads((context.results_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    # Without seeds, the trial runs with the context's seed.
+    assert [t["seed"] for t in summary["trials"]] == [21]
+    assert {r["seed"] for r in _rows(context)} == {21}
+    # Tune's own Ctrl-C handler must not outlive the run.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

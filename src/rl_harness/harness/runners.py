@@ -7,6 +7,8 @@ artifacts/<run-id>/, and write results/<run-id>/summary.json.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -227,6 +229,22 @@ def _metrics_callback(context: RunContext, target: int | None):
     return HarnessMetricsCallback()
 
 
+def _fit_keeping_signal_handlers(tuner):
+    """`tuner.fit()`, then put back the SIGINT/SIGUSR1 handlers Tune leaves installed.
+
+    Without this, after one Tune run every later Ctrl-C in the process is swallowed.
+    """
+    names = ("SIGINT", "SIGUSR1")
+    signums = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    in_main = threading.current_thread() is threading.main_thread()
+    saved = {signum: signal.getsignal(signum) for signum in signums} if in_main else {}
+    try:
+        return tuner.fit()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 def run_tune(
     config: AlgorithmConfig,
     context: RunContext,
@@ -287,7 +305,12 @@ def run_tune(
                 num_samples=num_samples, max_concurrent_trials=max_concurrent_trials
             ),
         )
-    grid = tuner.fit()
+    grid = _fit_keeping_signal_handlers(tuner)
+    # Tune turns Ctrl-C into a graceful stop and returns normally (trials even count as
+    # terminated): a trial that ended without error short of its stop criterion tells.
+    interrupted = any(
+        not result.error and not should_stop(flatten(result.metrics or {}), stop) for result in grid
+    )
     trials = []
     for result in grid:
         metrics = compact_metrics(result.metrics or {})
@@ -307,7 +330,11 @@ def run_tune(
         context,
         {
             "runner": "tune",
-            "status": "failed" if any(t.status == "failed" for t in trials) else "completed",
+            "status": "interrupted"
+            if interrupted
+            else "failed"
+            if any(t.status == "failed" for t in trials)
+            else "completed",
             "experiment_path": str(experiment_path),
             "resumed_from": str(context.resume_from) if context.resume_from else None,
             "stop": stop,
@@ -325,6 +352,10 @@ def run_tune(
             "wall_time_s": round(wall, 3),
         },
     )
+    if interrupted:
+        raise KeyboardInterrupt(
+            f"Tune run stopped early; restore with --resume-from {experiment_path}"
+        )
     errors = [result.error for result in grid if result.error]
     if errors:
         raise RuntimeError(f"{len(errors)} of {len(trials)} Tune trials failed: {errors[0]}")
