@@ -80,6 +80,16 @@ def test_failed_clone_is_one_clear_error(tmp_path: Path):
     assert not (tmp_path / "rl-harness").exists()
 
 
+def test_missing_library_without_url_is_one_clear_error(tmp_path: Path):
+    repo = starter_copy(tmp_path)
+    env = _env()
+    env.pop("RL_HARNESS_URL", None)
+    out = bootstrap(repo, env)
+    assert out.returncode == 2
+    assert "set RL_HARNESS_URL" in out.stderr and "git clone" not in out.stdout
+    assert not (tmp_path / "rl-harness").exists()
+
+
 def test_refuses_a_pyproject_without_a_library_source(tmp_path: Path):
     repo = starter_copy(tmp_path)
     text = (repo / "pyproject.toml").read_text().replace("rl-harness = { workspace = true }\n", "")

@@ -9,8 +9,10 @@
 # under examples/) this repo is a uv workspace member: the script syncs the workspace instead.
 set -euo pipefail
 
-# Forks: point this at your lab's library remote (or always set RL_HARNESS_URL).
-DEFAULT_RL_HARNESS_URL="https://github.com/rl-harness/rl-harness.git"
+# Forks: set this to your lab's library remote so RL_HARNESS_URL becomes optional. It is
+# empty here on purpose: the library has no public home yet, and a guessed URL would fail
+# later and more confusingly than the clear error below.
+DEFAULT_RL_HARNESS_URL=""
 PATH_SOURCE='rl-harness = { path = "../rl-harness", editable = true }'
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +41,7 @@ fi
 
 if [ ! -e "$LIBRARY_DIR" ]; then
     URL="${RL_HARNESS_URL:-$DEFAULT_RL_HARNESS_URL}"
+    [ -n "$URL" ] || die "$LIBRARY_DIR is missing: set RL_HARNESS_URL to the library's git URL or local path"
     echo "bootstrap_local: cloning rl-harness from $URL into $LIBRARY_DIR"
     git clone --quiet "$URL" "$LIBRARY_DIR" || die "cloning $URL failed (set RL_HARNESS_URL)"
 fi
