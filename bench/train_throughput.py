@@ -36,15 +36,9 @@ from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-ENV_CONFIG = {
-    "model": "rl_harness.envs.mess3:mess3_model",
-    "model_kwargs": {"x": 0.05, "alpha": 0.85},
-    "task": "rl_harness.envs.mess3.tasks:NextTokenTask",
-    "task_kwargs": {},
-    "episode_length": 128,
-    "token_window": 8,
-    "info": ["token"],
-}
+from mess3_bench_env import MESS3_NEXT_TOKEN  # noqa: E402  (bench/ is on sys.path)
+
+ENV_CONFIG = MESS3_NEXT_TOKEN | {"info": ["token"]}
 
 # name -> (model_config, env_config overrides). The GRU reads one token per step.
 MODULES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
