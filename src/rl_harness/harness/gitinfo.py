@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -18,6 +18,7 @@ class GitIdentity:
     untracked: tuple[str, ...]  # untracked, not ignored files (first MAX_LISTED)
     untracked_count: int
     remote_url: str | None
+    patch: str = field(default="", repr=False)  # working_tree_patch() text, "" when clean
 
     def to_dict(self) -> dict:
         return {
@@ -66,11 +67,11 @@ def _untracked(root: Path) -> list[str]:
     return sorted(name for name in out.split("\0") if name)
 
 
-def working_tree_patch(root: Path) -> str:
+def working_tree_patch(root: Path, untracked: list[str] | None = None) -> str:
     """`git diff HEAD` plus untracked code files as additions: what differs from HEAD."""
     root = Path(root)
     parts = [_git(root, "diff", "HEAD", "--binary") or ""]
-    for name in _untracked(root):
+    for name in _untracked(root) if untracked is None else untracked:
         path = root / name
         if path.suffix in PATCHED_UNTRACKED_SUFFIXES and path.stat().st_size <= MAX_PATCHED_BYTES:
             # `git diff --no-index` exits 1 when files differ, so read its output directly.
@@ -93,7 +94,7 @@ def git_identity(path: Path) -> GitIdentity | None:
     branch = (_git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip() or None
     status = _git(root, "status", "--porcelain", "--untracked-files=all") or ""
     untracked = _untracked(root)
-    diff = working_tree_patch(root) if status.strip() and commit else ""
+    diff = working_tree_patch(root, untracked) if status.strip() and commit else ""
     remote = (_git(root, "config", "--get", "remote.origin.url") or "").strip() or None
     return GitIdentity(
         root=str(root),
@@ -104,4 +105,5 @@ def git_identity(path: Path) -> GitIdentity | None:
         untracked=tuple(untracked[:MAX_LISTED]),
         untracked_count=len(untracked),
         remote_url=remote,
+        patch=diff,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from rl_harness.harness.atomic import read_json, write_json_atomic, write_text_atomic
 from rl_harness.harness.context import RunContext
-from rl_harness.harness.gitinfo import GitIdentity, git_identity, working_tree_patch
+from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts
 
 MANIFEST_NAME = "run_manifest.json"
@@ -65,7 +65,7 @@ def _save_patch(identity: GitIdentity | None, results_dir: Path, name: str) -> s
     """Save a dirty tree's patch against HEAD beside the manifest; return its file name."""
     if identity is None or identity.diff_sha256 is None:
         return None
-    write_text_atomic(results_dir / name, working_tree_patch(Path(identity.root)))
+    write_text_atomic(results_dir / name, identity.patch)
     return name
 
 
@@ -86,9 +86,10 @@ def start_manifest(
 ) -> dict[str, Any]:
     """Build the manifest of a run that is about to start (status `running`)."""
     experiment_git = git_identity(context.experiment_dir)
-    library_git = git_identity(library_root())
     repo_root = Path(experiment_git.root) if experiment_git else None
-    same_repo = bool(experiment_git and library_git and experiment_git.root == library_git.root)
+    # The bundled example lives in the library's checkout: read that repo once, not twice.
+    same_repo = repo_root is not None and find_git_root(library_root()) == repo_root
+    library_git = experiment_git if same_repo else git_identity(library_root())
     lockfile = find_lockfile(context.experiment_dir, stop_at=None)
     try:
         library_version = importlib.metadata.version(LIBRARY_DIST)
