@@ -21,17 +21,31 @@ and vector entry point), so with RLlib:
 For remote env runners use IMPORTING_ENV_ID ("rl_harness.envs.hmm:rl_harness/HMM-v0"),
 which makes gymnasium import this package (and so register the id) in the worker.
 
+Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
+`ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step
+(`control(actions) -> Control`); the env clips finite actions to the box and rejects
+wrong shapes, NaN and inf with one error naming the task and the expected shape.
+
 Observation: flat float32 in [0, 1], parts in this order (`env.layout` holds the slices):
 token window (newest first, one-hot, zeros before any token; lagged by observation_delay),
-previous actions (newest first, one-hot), exact belief (lagged like the tokens), one-hot
-hidden state (privileged, never lagged).
+previous executed actions (newest first; one-hot, or for a Box task scaled to [0, 1] by the
+bounds), exact belief (lagged like the tokens), one-hot hidden state (privileged, never
+lagged).
 
 Info keys, each present only when named in env_config "info" (reset infos carry them too):
   "token"             token emitted by the latest move (-1 at reset)
   "state_before"      hidden state the latest move left (-1 at reset)
   "state"             hidden state now
-  "belief"            exact belief over the hidden state now given every token (and action)
-                      so far, float64 (n_states,)
+  "belief"            full-information (privileged) belief over the hidden state now given
+                      every token so far and the executed actions, float64 (n_states,)
+  "decision_belief"   the belief the agent can hold: over the hidden state now given the
+                      tokens it has seen (all but the newest observation_delay) and its own
+                      executed actions, float64 (n_states,); equals "belief" when the delay
+                      is 0
+  "action"            the executed action of the latest move (Box: clipped), -1 / zeros at
+                      reset
+  "transition_matrix" the executed state transition matrix of the latest move (rows = from),
+                      float64 (n_states, n_states); the identity at reset
   "reward_components" dict of the task's named reward parts (0.0 at reset)
 
 Randomness: named streams of the reset seed, see `rl_harness.envs.hmm.simulator`.
@@ -50,13 +64,15 @@ from rl_harness.envs.hmm.env import HMMEnv
 from rl_harness.envs.hmm.model import HMMModel, HMMSample
 from rl_harness.envs.hmm.registration import ENV_ID, IMPORTING_ENV_ID, register_envs
 from rl_harness.envs.hmm.simulator import ObservationLayout
-from rl_harness.envs.hmm.task import Task, Transition
+from rl_harness.envs.hmm.task import ContinuousTask, Control, Task, Transition
 from rl_harness.envs.hmm.vector_env import HMMVectorEnv
 
 register_envs()
 
 __all__ = [
     "ENV_ID",
+    "ContinuousTask",
+    "Control",
     "IMPORTING_ENV_ID",
     "INFO_KEYS",
     "HMMEnv",

@@ -16,9 +16,18 @@ import gymnasium as gym
 import numpy as np
 
 from rl_harness.envs.hmm.model import HMMModel
-from rl_harness.envs.hmm.task import Task
+from rl_harness.envs.hmm.task import ContinuousTask, Task
 
-INFO_KEYS = ("token", "state_before", "state", "belief", "reward_components")
+INFO_KEYS = (
+    "token",
+    "state_before",
+    "state",
+    "belief",
+    "decision_belief",
+    "action",
+    "transition_matrix",
+    "reward_components",
+)
 
 
 @dataclass(frozen=True)
@@ -140,14 +149,36 @@ def build_model(config: HMMEnvConfig) -> HMMModel:
     return model
 
 
-def build_task(config: HMMEnvConfig, model: HMMModel) -> Task:
+def build_task(config: HMMEnvConfig, model: HMMModel) -> Task | ContinuousTask:
     try:
         task = load_object(config.task)(model, **config.task_kwargs)
     except TypeError as error:
         raise TypeError(f"task {config.task!r} with {config.task_kwargs}: {error}") from error
     space = getattr(task, "action_space", None)
+    if isinstance(space, gym.spaces.Box):
+        if not callable(getattr(task, "control", None)):
+            raise TypeError(
+                f"task {config.task!r} has a Box action space but no control(actions) method "
+                "(continuous tasks set the transition); otherwise use a Discrete action space "
+                "starting at 0"
+            )
+        bounded = np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
+        if len(space.shape) != 1 or not bounded or space.dtype.kind != "f":
+            raise TypeError(
+                f"task {config.task!r} must have a 1-d float Box action space with finite "
+                f"bounds, got {space}"
+            )
+        if not isinstance(task, ContinuousTask):
+            raise TypeError(
+                f"task {config.task!r} lacks part of the ContinuousTask interface "
+                "(action_space, reward_components, control, reward)"
+            )
+        return task
     if not isinstance(space, gym.spaces.Discrete) or int(space.start) != 0:
-        raise TypeError(f"task {config.task!r} must have a Discrete action space starting at 0")
+        raise TypeError(
+            f"task {config.task!r} must have a Discrete action space starting at 0 "
+            "(or a Box action space with a control(actions) method)"
+        )
     if not isinstance(task, Task):
         raise TypeError(
             f"task {config.task!r} lacks part of the Task interface "

@@ -48,7 +48,7 @@ class HMMEnv(gym.Env):
         self.task = self._sim.task
         self.layout = self._sim.layout
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.layout.size,), np.float32)
-        self.action_space = gym.spaces.Discrete(self._sim.n_actions)
+        self.action_space = self._sim.action_space
         self._started = False
 
     def reset(
@@ -66,7 +66,7 @@ class HMMEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         if self._sim.needs_reset[0]:
             raise RuntimeError("the episode has ended; call reset() before stepping again")
-        actions = self._sim.check_actions(np.asarray(action).reshape(1))
+        actions = self._sim.check_actions(action, single=True)
         obs, rewards, terminated, truncated, info = self._sim.step(actions)
         return (
             obs[0],

@@ -11,12 +11,23 @@ one "state" and one "emission" uniform (a reset discards its emission draw), whi
 copies' streams in lockstep, so an auto-reset inside a batch matches a single env's reset.
 "presentation" is reserved for draws that change what the agent is shown but not the process;
 no current option draws from it, and a named stream can be added later without moving these.
+
+Continuous tasks (`ContinuousTask`, a Box action space) set each copy's transition matrix per
+step: the next state is an inverse-CDF draw from the row of the state before the move (the
+same one "state" uniform), the token one from the model's emission of the state entered.
+
+Beliefs (each computed only when asked for): the full-information belief over the current
+state given every token so far (filtered through each step's executed transition), and the
+decision belief given only what the agent has seen under `observation_delay = d` (tokens up
+to the one emitted on arrival in the state d steps ago, and its own executed actions): the
+full belief of d steps ago pushed through the last d executed transitions without tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 
 from rl_harness.envs.hmm.config import HMMEnvConfig, build_model, build_task
@@ -33,7 +44,9 @@ class ObservationLayout:
     """Where each part sits in the flat float32 observation (empty slices for parts left out).
 
     tokens: newest-first one-hot window (token_window x n_tokens; all zeros before any token);
-    actions: newest-first one-hot previous actions (action_window x n_actions);
+    actions: newest-first previous executed actions (action_window x n_actions one-hot for a
+    Discrete task; action_window x dim for a Box task, each scaled to [0, 1] by the box
+    bounds, zeros before any action);
     belief: exact belief (lagged by observation_delay); state: one-hot hidden state (privileged).
     """
 
@@ -44,10 +57,10 @@ class ObservationLayout:
     size: int
 
 
-def _layout(config: HMMEnvConfig, model: HMMModel, n_actions: int) -> ObservationLayout:
+def _layout(config: HMMEnvConfig, model: HMMModel, action_size: int) -> ObservationLayout:
     sizes = (
         config.token_window * model.n_tokens,
-        config.action_window * n_actions,
+        config.action_window * action_size,
         model.n_states if config.include_belief else 0,
         model.n_states if config.include_state else 0,
     )
@@ -59,6 +72,26 @@ def _layout(config: HMMEnvConfig, model: HMMModel, n_actions: int) -> Observatio
 def _one_hot_table(n: int) -> np.ndarray:
     # Row n (reached by index -1) is all zeros: the encoding of "no token/action yet".
     return np.vstack([np.eye(n, dtype=np.float32), np.zeros((1, n), dtype=np.float32)])
+
+
+def arrival_emission(model: HMMModel, task_name: str) -> np.ndarray:
+    """E[j, k] = P(token k | the move enters state j), for a model whose token depends only on
+    the state entered (Moore form, T[k, i, j] = P[i, j] E[j, k]); raises for other models."""
+    p = model.transition_matrix
+    ratio = model.token_matrices.transpose(1, 2, 0) / np.where(p > 0, p, 1.0)[..., None]
+    reached = p > 0  # (i, j): moves that can happen
+    k = model.n_tokens
+    emission = np.full((model.n_states, k), 1.0 / k)
+    for j in range(model.n_states):  # construction time only
+        rows = ratio[reached[:, j], j]
+        if rows.size:
+            if np.abs(rows - rows[0]).max() > 1e-9:
+                raise ValueError(
+                    f"task {task_name!r} sets the transition, so the model must emit each token "
+                    f"from the state it enters (Moore form); {model.name!r} does not"
+                )
+            emission[j] = rows[0] / rows[0].sum()
+    return emission
 
 
 def _control_tables(model: HMMModel, task: Task) -> np.ndarray | None:
@@ -96,37 +129,75 @@ class BatchSimulator:
         self.n = n
         self.model = build_model(config)
         self.task = build_task(config, self.model)
-        self.n_actions = int(self.task.action_space.n)
-        self.layout = _layout(config, self.model, self.n_actions)
+        self.action_space = self.task.action_space
+        self.continuous = isinstance(self.action_space, gym.spaces.Box)
+        s, k = self.model.n_states, self.model.n_tokens
+        if self.continuous:
+            self.n_actions = 0
+            self._action_shape = tuple(self.action_space.shape)
+            self._low = np.asarray(self.action_space.low, dtype=np.float64)
+            self._high = np.asarray(self.action_space.high, dtype=np.float64)
+            action_size = self._action_shape[0]
+        else:
+            self.n_actions = int(self.action_space.n)
+            self._action_shape = ()
+            action_size = self.n_actions
+        self.layout = _layout(config, self.model, action_size)
         self.reward_components = tuple(self.task.reward_components)
 
-        s, k = self.model.n_states, self.model.n_tokens
-        controls = _control_tables(self.model, self.task)
-        self._controlled = controls is not None
-        if controls is None:
-            controls = self.model.token_matrices[None]
-        transitions = controls.sum(axis=1)  # (n_controls, s, s)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # P(token | move i -> j); moves of probability 0 never happen, give them uniform.
-            emission = controls.transpose(0, 2, 3, 1) / transitions[..., None]
-        emission = np.where(transitions[..., None] > 0, emission, 1.0 / k)
-        # Flat row indices: transitions by control * s + before, emissions by that * s + after,
-        # belief matrices by control * k + token.
-        self._transition_table = CategoricalTable(transitions)
-        self._emission_table = CategoricalTable(emission)
+        if self.continuous:
+            self._controlled = True
+            emission = arrival_emission(self.model, config.task)
+            self._arrival_table = CategoricalTable(emission)
+            self._emission_by_token = np.ascontiguousarray(emission.T)  # (k, s)
+        else:
+            controls = _control_tables(self.model, self.task)
+            self._controlled = controls is not None
+            if controls is None:
+                controls = self.model.token_matrices[None]
+            transitions = controls.sum(axis=1)  # (n_controls, s, s)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # P(token | move i -> j); moves of probability 0 never happen: uniform.
+                emission = controls.transpose(0, 2, 3, 1) / transitions[..., None]
+            emission = np.where(transitions[..., None] > 0, emission, 1.0 / k)
+            # Flat row indices: transitions by control * s + before, emissions by that * s +
+            # after, belief matrices by control * k + token.
+            self._transition_table = CategoricalTable(transitions)
+            self._emission_table = CategoricalTable(emission)
+            self._belief_matrices = controls.reshape(-1, s, s)
+            self._transitions = transitions
         self._initial_table = CategoricalTable(self.model.initial)
-        self._belief_matrices = controls.reshape(-1, s, s)
         self._token_table = _one_hot_table(k)
-        self._action_table = _one_hot_table(self.n_actions)
+        self._action_table = _one_hot_table(self.n_actions) if not self.continuous else None
         self._state_table = np.eye(s, dtype=np.float32)
-        self._track_belief = config.include_belief or "belief" in config.info
-
         delay, window = config.observation_delay, config.token_window
+        self._want_decision = "decision_belief" in config.info
+        self._want_matrix = "transition_matrix" in config.info or (
+            self._want_decision and delay > 0
+        )
+        self._track_belief = config.include_belief or "belief" in config.info
+        self._track_belief = self._track_belief or self._want_decision
+        self._want_action = "action" in config.info
+
         self._token_history = NewestFirstHistory(n, window + delay if window else 0)
-        self._action_history = NewestFirstHistory(n, config.action_window)
+        if self.continuous:
+            self._action_history = NewestFirstHistory(
+                n, config.action_window, self._action_shape, np.float64, 0.0
+            )
+        else:
+            self._action_history = NewestFirstHistory(n, config.action_window)
         self._belief = np.tile(self.model.initial, (n, 1))
         lag = delay if config.include_belief else 0
         self._belief_history = np.tile(self.model.initial, (n, lag + 1, 1))
+        # Decision belief: full beliefs of the last d + 1 steps and the last d executed
+        # transitions, newest first (identity before the first move).
+        self._identity = np.eye(s)
+        decision_lag = delay if self._want_decision else 0
+        self._full_history = np.tile(self.model.initial, (n, decision_lag + 1, 1))
+        self._matrix_history = np.tile(self._identity, (n, decision_lag, 1, 1))
+        self._decision = self._belief.copy()
+        self._executed_action = self._no_action(n)
+        self._executed_matrix = np.tile(self._identity, (n, 1, 1))
         self._state = np.zeros(n, dtype=np.int64)
         self._t = np.zeros(n, dtype=np.int64)
         self._length = np.full(n, config.episode_length, dtype=np.int64)
@@ -138,6 +209,13 @@ class BatchSimulator:
         self._state_uniforms = LockstepUniforms(placeholders)
         self._emission_uniforms = LockstepUniforms(placeholders)
         self._minus_ones = np.full(n, -1, dtype=np.int64)
+        self._copies = np.arange(n)
+
+    def _no_action(self, n: int) -> np.ndarray:
+        """The "action" info before any move: -1 (Discrete) or zeros (Box)."""
+        if self.continuous:
+            return np.zeros((n, *self._action_shape))
+        return np.full(n, -1, dtype=np.int64)
 
     # ------------------------------------------------------------------ seeding and reset
 
@@ -179,11 +257,43 @@ class BatchSimulator:
         self._action_history.clear(mask)
         self._belief[mask] = self.model.initial
         self._belief_history[mask] = self.model.initial
+        self._full_history[mask] = self.model.initial
+        self._matrix_history[mask] = self._identity
+        self._decision[mask] = self.model.initial
+        self._executed_action[mask] = self._no_action(1)[0]
+        self._executed_matrix[mask] = self._identity
 
     # ------------------------------------------------------------------ stepping
 
-    def check_actions(self, actions: object) -> np.ndarray:
+    def _check_box_actions(self, actions: object, single: bool) -> np.ndarray:
+        shape = self._action_shape
+        expected = shape if single else (self.n, *shape)
+        what = f"task {self.config.task!r} expects actions of shape {expected}"
+        try:
+            array = np.asarray(actions, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{what}, got non-numeric {actions!r}") from error
+        if single:
+            if array.shape != shape:
+                raise ValueError(f"{what}, got shape {array.shape}")
+            array = array[None]
+        elif array.shape != expected:
+            raise ValueError(f"{what}, got shape {array.shape}")
+        if self._any_needs_reset:
+            # Copies about to auto-reset ignore their action; any value is accepted.
+            array = np.where(self._needs_reset[:, None], self._low, array)
+        if not np.isfinite(array).all():
+            raise ValueError(f"{what} with finite values, got NaN or infinite entries")
+        return np.clip(array, self._low, self._high)
+
+    def check_actions(self, actions: object, single: bool = False) -> np.ndarray:
+        """Validated actions for `step`: int64 (n,) for Discrete tasks; for Box tasks float64
+        (n, *shape) clipped to the box (`single`: one copy's action without the batch axis)."""
+        if self.continuous:
+            return self._check_box_actions(actions, single)
         array = np.asarray(actions)
+        if single:
+            array = array.reshape(1)
         if array.shape != (self.n,):
             raise ValueError(f"expected actions of shape ({self.n},), got {array.shape}")
         if array.dtype != np.int64:
@@ -199,34 +309,85 @@ class BatchSimulator:
             raise ValueError(f"action {bad} is outside the action space Discrete({self.n_actions})")
         return array
 
+    def _move(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Executed actions, next states, tokens, executed matrices (or None), rewards."""
+        u_state = self._state_uniforms.next()
+        u_emission = self._emission_uniforms.next()
+        before = self._state
+        s = self.model.n_states
+        if self.continuous:
+            control = self.task.control(actions)
+            actions, matrices = control.actions, control.transition_matrices
+            rows = matrices[self._copies, before]  # (n, s): the row of the state left
+            cum = np.cumsum(rows, axis=1)
+            state = (u_state[:, None] * cum[:, -1:] >= cum[:, :-1]).sum(axis=1)
+            token = self._arrival_table.draw(state, u_emission)
+        else:
+            row = actions * s + before if self._controlled else before
+            state = self._transition_table.draw(row, u_state)
+            token = self._emission_table.draw(row * s + state, u_emission)
+            matrices = None
+            if self._want_matrix:
+                which = actions if self._controlled else np.zeros_like(actions)
+                matrices = self._transitions[which]
+        transition = Transition(before, token, state, matrices if self.continuous else None)
+        rewards, components = self.task.reward(actions, transition)
+        return actions, state, token, matrices, u_state, rewards, components
+
+    def _filter(self, actions: np.ndarray, token: np.ndarray, matrices: np.ndarray | None):
+        if self.continuous:
+            moved = np.matmul(self._belief[:, None, :], matrices)[:, 0]
+            moved *= self._emission_by_token[token]
+        else:
+            k = self.model.n_tokens
+            which = actions * k + token if self._controlled else token
+            chosen = np.take(self._belief_matrices, which, axis=0)
+            moved = np.matmul(self._belief[:, None, :], chosen)[:, 0]
+        self._belief = moved / moved.sum(axis=1, keepdims=True)
+        if self._belief_history.shape[1] > 1:
+            self._belief_history[:, 1:] = self._belief_history[:, :-1]
+        self._belief_history[:, 0] = self._belief
+        if not self._want_decision:
+            return
+        d = self._matrix_history.shape[1]
+        if d == 0:
+            self._decision = self._belief
+            return
+        self._full_history[:, 1:] = self._full_history[:, :-1]
+        self._full_history[:, 0] = self._belief
+        self._matrix_history[:, 1:] = self._matrix_history[:, :-1]
+        self._matrix_history[:, 0] = matrices
+        # Full belief of d steps ago, pushed through the d executed moves since (oldest first).
+        decision = self._full_history[:, d]
+        for lag in range(d - 1, -1, -1):
+            decision = np.matmul(decision[:, None, :], self._matrix_history[:, lag])[:, 0]
+        self._decision = decision
+
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Advance every copy one step; `actions` must come from `check_actions`."""
-        u_state = self._state_uniforms.next()
-        u_emission = self._emission_uniforms.next()
         before = self._state
-        s, k = self.model.n_states, self.model.n_tokens
-        row = actions * s + before if self._controlled else before
-        state = self._transition_table.draw(row, u_state)
-        token = self._emission_table.draw(row * s + state, u_emission)
-
-        rewards, components = self.task.reward(actions, Transition(before, token, state))
+        actions, state, token, matrices, u_state, rewards, components = self._move(actions)
         if self._track_belief:
-            which = actions * k + token if self._controlled else token
-            matrices = np.take(self._belief_matrices, which, axis=0)
-            moved = np.matmul(self._belief[:, None, :], matrices)[:, 0]
-            self._belief = moved / moved.sum(axis=1, keepdims=True)
-            if self._belief_history.shape[1] > 1:
-                self._belief_history[:, 1:] = self._belief_history[:, :-1]
-            self._belief_history[:, 0] = self._belief
+            self._filter(actions, token, matrices)
+        if self._want_action:
+            self._executed_action = actions
+        if self._want_matrix:
+            self._executed_matrix = matrices
         self._token_history.push(token)
-        self._action_history.push(actions)
+        if self.config.action_window:
+            if self.continuous:
+                self._action_history.push((actions - self._low) / (self._high - self._low))
+            else:
+                self._action_history.push(actions)
         self._state = state
         self._t += 1
 
         if self._any_needs_reset:
             resetting = self._needs_reset
+            self._executed_action = self._executed_action.copy()
+            self._executed_matrix = self._executed_matrix.copy()
             self._reset_copies(resetting, u_state)
             rewards = np.where(resetting, 0.0, rewards)
             components = {name: np.where(resetting, 0.0, v) for name, v in components.items()}
@@ -252,9 +413,12 @@ class BatchSimulator:
             out = obs[:, layout.tokens].reshape(self.n, config.token_window, -1)
             np.take(self._token_table, visible, axis=0, out=out, mode="wrap")
         if config.action_window:
-            out = obs[:, layout.actions].reshape(self.n, config.action_window, -1)
             actions = self._action_history.window()
-            np.take(self._action_table, actions, axis=0, out=out, mode="wrap")
+            if self.continuous:
+                obs[:, layout.actions] = actions.reshape(self.n, -1)
+            else:
+                out = obs[:, layout.actions].reshape(self.n, config.action_window, -1)
+                np.take(self._action_table, actions, axis=0, out=out, mode="wrap")
         if config.include_belief:
             obs[:, layout.belief] = self._belief_history[:, -1]
         if config.include_state:
@@ -273,6 +437,9 @@ class BatchSimulator:
             "state_before": state_before,
             "state": self._state,
             "belief": self._belief,
+            "decision_belief": self._decision,
+            "action": self._executed_action,
+            "transition_matrix": self._executed_matrix,
         }
         info: dict = {}
         for key in self.config.info:

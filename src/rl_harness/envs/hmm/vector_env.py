@@ -39,7 +39,7 @@ class HMMVectorEnv(VectorEnv):
         self.task = self._sim.task
         self.layout = self._sim.layout
         self.single_observation_space = gym.spaces.Box(0.0, 1.0, (self.layout.size,), np.float32)
-        self.single_action_space = gym.spaces.Discrete(self._sim.n_actions)
+        self.single_action_space = self._sim.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._started = False

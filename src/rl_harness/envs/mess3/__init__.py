@@ -4,7 +4,9 @@ Models: `mess3_model(x, alpha)` (paper setting PAPER_X = 0.05, PAPER_ALPHA = 0.8
 `control_chain_model(alpha)` (the reference's fixed asymmetric chain; not MESS3).
 Tasks (in `rl_harness.envs.mess3.tasks`, named in env_config as
 "rl_harness.envs.mess3.tasks:NextTokenTask" etc.): NextTokenTask, CurrentStateTask,
-PassiveTask, ControlledTask. Baselines: `bayes_optimal_next_token_reward`,
+PassiveTask, ControlledTask, OccupancyControlTask (continuous tilt of the control chain;
+math in `rl_harness.envs.mess3.control`; exact solvers in `rl_harness.envs.mess3.solvers`).
+Baselines: `bayes_optimal_next_token_reward`,
 `bayes_optimal_state_reward`.
 """
 
@@ -24,6 +26,7 @@ from rl_harness.envs.mess3.tasks import (
     ControlledTask,
     CurrentStateTask,
     NextTokenTask,
+    OccupancyControlTask,
     PassiveTask,
 )
 
@@ -34,6 +37,7 @@ __all__ = [
     "ControlledTask",
     "CurrentStateTask",
     "NextTokenTask",
+    "OccupancyControlTask",
     "PassiveTask",
     "bayes_optimal_next_token_reward",
     "bayes_optimal_state_reward",

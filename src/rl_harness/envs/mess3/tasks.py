@@ -1,4 +1,5 @@
 """Tasks for `HMMEnv` (they work with any HMMModel; MESS3 is the intended one).
+`OccupancyControlTask` is continuous: a Box action tilts a 3-state chain.
 
 Timing: the agent acts after seeing the tokens up to now, whose exact belief is over the
 current hidden state (the `state_before` of the coming move); the env then moves and emits.
@@ -12,7 +13,8 @@ import gymnasium as gym
 import numpy as np
 
 from rl_harness.envs.hmm.model import HMMModel
-from rl_harness.envs.hmm.task import Transition
+from rl_harness.envs.hmm.task import Control, Transition
+from rl_harness.envs.mess3.control import tilted_transitions
 
 # Rewards (n,) and named components (n,) each.
 Reward = tuple[np.ndarray, dict[str, np.ndarray]]
@@ -112,3 +114,91 @@ class ControlledTask:
         state_reward = self._state_rewards[transition.state]
         cost = self._kl_cost * self.kl[actions, transition.state_before]
         return state_reward - cost, {"state_reward": state_reward, "kl_cost": cost}
+
+
+class OccupancyControlTask:
+    """Steer the hidden chain with a continuous tilt; paid for time in `occupancy_states`.
+
+    The model's transition matrix is the base chain B (the study uses
+    `control_chain_model(alpha)`: the reference's control chain with MESS3 emissions); it
+    must have 3 states. Action a = (a0, a1) in [-w_max, w_max]^2 (out-of-range actions are
+    clipped by the env) executes U_a (see `rl_harness.envs.mess3.control`). Reward for the
+    step that leaves state s:
+
+        1[s in occupancy_states] - KL(U_a(. | s) || B(s, .)) / beta - action_cost * |a|
+
+    Components: "occupancy", "transition_kl" (the KL in nats, unscaled), "kl_penalty"
+    (KL / beta; 0 when beta is None), "action_penalty" (action_cost * |a|, Euclidean norm).
+    """
+
+    reward_components = ("occupancy", "transition_kl", "kl_penalty", "action_penalty")
+
+    def __init__(
+        self,
+        model: HMMModel,
+        w_max: float,
+        beta: float | None = None,
+        occupancy_states: Sequence[int] = (2,),
+        action_cost: float = 0.0,
+    ) -> None:
+        if model.n_states != 3:
+            raise ValueError(f"OccupancyControlTask needs a 3-state chain, got {model.n_states}")
+        if isinstance(w_max, bool) or not isinstance(w_max, int | float) or not w_max > 0:
+            raise ValueError(f"w_max must be a positive number, got {w_max!r}")
+        if not np.isfinite(w_max):
+            raise ValueError(f"w_max must be finite, got {w_max!r}")
+        if beta is not None and (
+            isinstance(beta, bool)
+            or not isinstance(beta, int | float)
+            or not (np.isfinite(beta) and beta > 0)
+        ):
+            raise ValueError(f"beta must be a positive number or None (no penalty), got {beta!r}")
+        states = tuple(occupancy_states) if isinstance(occupancy_states, Sequence) else None
+        if (
+            not states
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in states)
+            or not all(0 <= i < 3 for i in states)
+            or len(set(states)) != len(states)
+        ):
+            raise ValueError(
+                f"occupancy_states must be distinct states of the chain (0, 1, 2), "
+                f"got {occupancy_states!r}"
+            )
+        if isinstance(action_cost, bool) or not isinstance(action_cost, int | float):
+            raise ValueError(f"action_cost must be a number >= 0, got {action_cost!r}")
+        if not (np.isfinite(action_cost) and action_cost >= 0):
+            raise ValueError(f"action_cost must be a number >= 0, got {action_cost!r}")
+        self.w_max = float(w_max)
+        self.beta = None if beta is None else float(beta)
+        self.occupancy_states = states
+        self.action_cost = float(action_cost)
+        self.base = model.transition_matrix
+        self.action_space = gym.spaces.Box(-self.w_max, self.w_max, (2,), np.float32)
+        occupied = np.zeros(3)
+        occupied[list(states)] = 1.0
+        self.occupancy = occupied  # (3,): the per-state payoff
+        self._copies: np.ndarray = np.arange(0)
+
+    def control(self, actions: np.ndarray) -> Control:
+        return Control(actions, tilted_transitions(self.base, actions))
+
+    def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
+        before = transition.state_before
+        if self._copies.shape[0] != before.shape[0]:
+            self._copies = np.arange(before.shape[0])
+        rows = transition.transition_matrices[self._copies, before]  # (n, 3)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(rows > 0, rows * np.log(rows / self.base[before]), 0.0)
+        kl = np.maximum(terms.sum(axis=1), 0.0)  # rounding can leave -1e-17
+        occupancy = self.occupancy[before]
+        penalty = kl / self.beta if self.beta is not None else np.zeros_like(kl)
+        if self.action_cost:
+            action_penalty = self.action_cost * np.sqrt((actions * actions).sum(axis=1))
+        else:
+            action_penalty = np.zeros_like(kl)
+        return occupancy - penalty - action_penalty, {
+            "occupancy": occupancy,
+            "transition_kl": kl,
+            "kl_penalty": penalty,
+            "action_penalty": action_penalty,
+        }
