@@ -1,4 +1,4 @@
-"""A lean PPO config on NoisyCounterEnv for the integration tests (2 CPUs, seconds)."""
+"""A lean PPO config (NoisyCounterEnv by default) for the integration tests (2 CPUs, seconds)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def tiny_ppo_config(
     module_class: type,
     model_config: dict[str, Any],
     *,
+    env: type = NoisyCounterEnv,
     env_config: dict[str, Any] | None = None,
     seed: int = 0,
     learners: dict[str, Any] | None = None,
@@ -29,7 +30,7 @@ def tiny_ppo_config(
     } | training
     return (
         PPOConfig()
-        .environment(NoisyCounterEnv, env_config=env_config or {})
+        .environment(env, env_config=env_config or {})
         .env_runners(num_env_runners=0, rollout_fragment_length=64)
         .training(**training)
         .learners(**(learners or {}))

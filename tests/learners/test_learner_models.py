@@ -192,3 +192,99 @@ def test_head_mixin_requires_num_classes():
             action_space=ACT3,
             model_config={"max_seq_len": 8, "state_aux/num_classes": 4},
         )
+
+
+LEAVES = {
+    "mlp": (MLPActorCritic, {}),
+    "gru": (GRUActorCritic, {"max_seq_len": 8}),
+    "transformer": (TransformerActorCritic, {"d_model": 16}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAVES))
+@pytest.mark.parametrize("dim", [1, 3])
+def test_every_model_has_a_diagonal_gaussian_head_for_1d_boxes(name, dim):
+    module_class, model_config = LEAVES[name]
+    action_space = gym.spaces.Box(-2.0, 2.0, (dim,), np.float32)
+    module = module_class(
+        observation_space=WINDOW, action_space=action_space, model_config=model_config
+    )
+    assert module.get_exploration_action_dist_cls() is TorchDiagGaussian
+    assert module.get_train_action_dist_cls() is TorchDiagGaussian
+    obs = _obs(WINDOW, 4, 1) if module.is_stateful() else _obs(WINDOW, 4)
+    inputs = module.forward_exploration({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    assert inputs.shape[-1] == 2 * dim  # means, then log-stds
+    dist = TorchDiagGaussian.from_logits(inputs)
+    assert dist.sample().shape == (*inputs.shape[:-1], dim)
+
+
+def test_non_flat_box_actions_are_rejected_with_the_reason():
+    with pytest.raises(ValueError, match="1-D Box"):
+        MLPActorCritic(
+            observation_space=BOX4,
+            action_space=gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32),
+            model_config={},
+        )
+
+
+class _NextTokenMLP(NextTokenAuxHeadMixin, MLPActorCritic):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("module_class", "model_config", "key"),
+    [
+        # The original library's names: ours are num_layers, num_heads, hidden_sizes.
+        (TransformerActorCritic, {"n_layers": 3}, "n_layers"),
+        (TransformerActorCritic, {"n_heads": 4}, "n_heads"),
+        (MLPActorCritic, {"d_model": 96}, "d_model"),
+        (GRUActorCritic, {"max_seq_len": 8, "hiden_size": 32}, "hiden_size"),
+        (MLPActorCritic, {"next_token_aux/num_classes": 3}, "next_token_aux/num_classes"),
+    ],
+)
+def test_unknown_model_config_keys_fail_naming_the_key_and_the_accepted_ones(
+    module_class, model_config, key
+):
+    accepted = ", ".join(sorted(module_class.accepted_model_config_keys()))
+    with pytest.raises(ValueError) as err:
+        module_class(observation_space=WINDOW, action_space=ACT3, model_config=model_config)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == (
+        f"{module_class.__name__}: unknown model_config key {key!r}; accepted keys: {accepted}"
+    )
+
+
+def test_composed_head_mixin_keys_are_accepted_and_listed():
+    keys = _NextTokenMLP.accepted_model_config_keys()
+    assert {"next_token_aux/num_classes", "next_token_aux/hidden_sizes", "hidden_sizes"} <= keys
+    assert "next_token_aux/num_classes" not in MLPActorCritic.accepted_model_config_keys()
+    module = _NextTokenMLP(
+        observation_space=WINDOW,
+        action_space=ACT3,
+        model_config={"next_token_aux/num_classes": 3, "vf_share_layers": False},
+    )
+    assert module.forward_train({Columns.OBS: _obs(WINDOW, 2)})["next_token_aux/logits"].shape == (
+        2,
+        3,
+    )
+    with pytest.raises(ValueError, match="unknown model_config key 'state_aux/num_classes'"):
+        _NextTokenMLP(
+            observation_space=WINDOW,
+            action_space=ACT3,
+            model_config={"next_token_aux/num_classes": 3, "state_aux/num_classes": 3},
+        )
+
+
+@pytest.mark.parametrize(
+    ("module_class", "model_config", "match"),
+    [
+        (TransformerActorCritic, {"num_layers": 2.5}, r"model_config\['num_layers'\] must be"),
+        (TransformerActorCritic, {"dropout": -0.1}, r"model_config\['dropout'\] must be"),
+        (GRUActorCritic, {"max_seq_len": 0}, r"model_config\['max_seq_len'\] must be"),
+        (MLPActorCritic, {"hidden_sizes": [32, True]}, r"model_config\['hidden_sizes'\] must"),
+    ],
+)
+def test_wrong_types_and_ranges_name_the_key(module_class, model_config, match):
+    with pytest.raises(ValueError, match=match):
+        module_class(observation_space=WINDOW, action_space=ACT3, model_config=model_config)

@@ -7,9 +7,11 @@ import math
 import pytest
 import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
 
 from rl_harness.learners.models import GRUActorCritic, MLPActorCritic, TransformerActorCritic
 from rl_harness.learners.optimizer import ConfiguredOptimizerMixin
+from tests.learners.box_env import TargetTrackingEnv
 from tests.learners.ppo_setup import flat_params, tiny_ppo_config
 
 
@@ -59,5 +61,26 @@ def test_module_trains_two_ppo_iterations(name):
         assert not torch.equal(before, after)
         # The env runner acts with the trained weights.
         torch.testing.assert_close(flat_params(algo.get_module()), after)
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_module_trains_ppo_on_a_box_action_space(name):
+    module_class, model_config = CASES[name]
+    config = tiny_ppo_config(
+        module_class, model_config, env=TargetTrackingEnv, env_config={"dim": 3}
+    )
+    algo = config.build_algo()
+    try:
+        module = algo.learner_group._learner.module["default_policy"].unwrapped()
+        assert module.get_train_action_dist_cls() is TorchDiagGaussian
+        before = flat_params(module)
+        result = algo.train()
+        stats = result["learners"]["default_policy"]
+        assert math.isfinite(stats["total_loss"]) and math.isfinite(stats["entropy"])
+        assert not torch.equal(before, flat_params(module))
+        # Actions in the sampled episodes are 3-D and the env accepted them.
+        assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 128
     finally:
         algo.stop()

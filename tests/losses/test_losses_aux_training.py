@@ -172,7 +172,7 @@ def test_two_namespaces_pair_heads_targets_weights_and_metrics():
 
 
 def test_missing_pieces_fail_with_the_namespace_named():
-    model_config = {"hidden_sizes": [8], "next_token_aux/num_classes": 3}
+    model_config = {"hidden_sizes": [8]}  # a module without the head
 
     class NoHeadLearner(NextTokenAuxLossMixin, PPOTorchLearner):
         pass
@@ -191,7 +191,7 @@ def test_missing_pieces_fail_with_the_namespace_named():
 
     config = tiny_ppo_config(
         TwoHeadMLP,
-        model_config | {"state_aux/num_classes": 3},
+        model_config | {"next_token_aux/num_classes": 3, "state_aux/num_classes": 3},
         learners={
             "learner_class": NoHeadLearner,
             "learner_config_dict": {"next_token_aux/weight": 1.0},

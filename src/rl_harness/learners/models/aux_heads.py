@@ -9,9 +9,11 @@ in training forward passes; acting never pays for them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
 from torch import nn
 
 from rl_harness.learners.aux_keys import NEXT_TOKEN_AUX, STATE_AUX, AuxKeys
@@ -53,12 +55,19 @@ class NextTokenAuxHeadMixin:
     "next_token_aux/hidden_sizes" (default []).
     """
 
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
+        NEXT_TOKEN_AUX.num_classes,
+        NEXT_TOKEN_AUX.hidden_sizes,
+    )
+
+    @override(RLModule)
     def setup(self) -> None:
-        super().setup()  # type: ignore[misc]
+        super().setup()
         self.next_token_aux_head = build_aux_head(self, NEXT_TOKEN_AUX)
 
+    @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        out = super()._forward_train(batch, **kwargs)  # type: ignore[misc]
+        out = super()._forward_train(batch, **kwargs)
         return add_aux_logits(out, NEXT_TOKEN_AUX, self.next_token_aux_head)
 
 
@@ -69,10 +78,14 @@ class StateAuxHeadMixin:
     (default []).
     """
 
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (STATE_AUX.num_classes, STATE_AUX.hidden_sizes)
+
+    @override(RLModule)
     def setup(self) -> None:
-        super().setup()  # type: ignore[misc]
+        super().setup()
         self.state_aux_head = build_aux_head(self, STATE_AUX)
 
+    @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        out = super()._forward_train(batch, **kwargs)  # type: ignore[misc]
+        out = super()._forward_train(batch, **kwargs)
         return add_aux_logits(out, STATE_AUX, self.state_aux_head)

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components import ACTIVATIONS, MLPHead
-from rl_harness.learners.models.model_config import config_choice, config_sizes
+from rl_harness.learners.models.model_config import (
+    check_known_keys,
+    config_choice,
+    config_sizes,
+)
 from rl_harness.learners.models.spaces import action_dist_input_dim
 
 # Small initial policy logits: PPO starts near the uniform policy.
@@ -29,8 +35,17 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
     model_config keys shared by all subclasses:
       "head_hidden_sizes": hidden layers of the pi and vf heads (default []).
       "activation": one of tanh, relu, gelu, silu (default "tanh").
+
+    Configs are strict: every class in the MRO (module, trunk, composed head
+    mixins) lists the keys it reads in `MODEL_CONFIG_KEYS`; any other key fails
+    `setup` with one line naming it and the accepted keys (RLlib's own
+    "vf_share_layers", which PPO adds, is accepted and unused).
+
+    Action spaces: Discrete (categorical logits) or a 1-D Box of any size
+    (RLlib's TorchDiagGaussian: the pi head outputs means and log-stds).
     """
 
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("head_hidden_sizes", "activation")
     representation_dim: int
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -40,8 +55,17 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         kwargs.pop("catalog_class", None)
         super().__init__(*args, **kwargs)
 
+    @classmethod
+    def accepted_model_config_keys(cls) -> frozenset[str]:
+        """Every model_config key this class (with its composed mixins) reads."""
+        return frozenset(
+            key for klass in cls.__mro__ for key in vars(klass).get("MODEL_CONFIG_KEYS", ())
+        )
+
+    @override(RLModule)
     def setup(self) -> None:
         config = self.model_config or {}
+        check_known_keys(config, self.accepted_model_config_keys(), type(self).__name__)
         self.representation_dim = self.setup_trunk(config)
         head_sizes = config_sizes(config, "head_hidden_sizes", (), allow_empty=True)
         activation = config_choice(config, "activation", "tanh", ACTIVATIONS)
@@ -71,6 +95,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         """
         return self.representation(batch)[0]
 
+    @override(RLModule)
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self.representation(batch)
         out: dict[str, Any] = {Columns.ACTION_DIST_INPUTS: self.pi(embeddings)}
@@ -78,6 +103,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
             out[Columns.STATE_OUT] = state_out
         return out
 
+    @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         embeddings, state_out = self.representation(batch)
         out: dict[str, Any] = {
@@ -88,6 +114,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
             out[Columns.STATE_OUT] = state_out
         return out
 
+    @override(ValueFunctionAPI)
     def compute_values(
         self, batch: dict[str, Any], embeddings: torch.Tensor | None = None
     ) -> torch.Tensor:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components import GRUEncoder
 from rl_harness.learners.models.base import ActorCriticRLModule
@@ -26,6 +28,8 @@ class GRUActorCritic(ActorCriticRLModule):
     shape (B, T, hidden_size); it starts from zeros when the batch has no STATE_IN.
     """
 
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("max_seq_len", "hidden_size", "num_layers")
+
     def setup_trunk(self, config: dict[str, Any]) -> int:
         if config.get("max_seq_len") is None:
             raise ValueError(
@@ -40,6 +44,7 @@ class GRUActorCritic(ActorCriticRLModule):
         )
         return self.gru.output_dim
 
+    @override(RLModule)
     def get_initial_state(self) -> dict[str, np.ndarray]:
         return {"h": np.zeros((self.gru.num_layers, self.gru.hidden_size), dtype=np.float32)}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -20,6 +20,8 @@ class MLPActorCritic(ActorCriticRLModule):
     ActorCriticRLModule. `encode(batch)` returns the last hidden layer,
     shape (B, hidden_sizes[-1]) (or (B, T, ...) if obs has a time dim).
     """
+
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("hidden_sizes",)
 
     def setup_trunk(self, config: dict[str, Any]) -> int:
         self._lead_dims = 1

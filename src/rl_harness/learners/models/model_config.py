@@ -7,6 +7,20 @@ from typing import Any
 
 _REQUIRED = object()
 
+# Keys an RLlib algorithm config adds to every model_config on its own (PPO, APPO:
+# "vf_share_layers"); accepted and unused (our trunks always feed both heads).
+RLLIB_KEYS = frozenset({"vf_share_layers"})
+
+
+def check_known_keys(config: Mapping[str, Any], accepted: Collection[str], owner: str) -> None:
+    """One clear error for the first key outside `accepted` (and RLLIB_KEYS)."""
+    unknown = sorted(str(k) for k in config if k not in accepted and k not in RLLIB_KEYS)
+    if unknown:
+        raise ValueError(
+            f"{owner}: unknown model_config key {unknown[0]!r}; accepted keys: "
+            f"{', '.join(sorted(accepted))}"
+        )
+
 
 def _get(config: Mapping[str, Any], key: str, default: object) -> object:
     if key in config and config[key] is not None:
@@ -57,4 +71,12 @@ def config_choice(
     value = _get(config, key, default)
     if value not in choices:
         raise ValueError(f"model_config[{key!r}] must be one of {sorted(choices)}, got {value!r}")
-    return value  # type: ignore[return-value]
+    return str(value)
+
+
+def config_bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A bool under `key`."""
+    value = _get(config, key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"model_config[{key!r}] must be true or false, got {value!r}")
+    return value

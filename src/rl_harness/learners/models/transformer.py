@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -23,6 +23,15 @@ class TransformerActorCritic(ActorCriticRLModule):
     "dropout" (0.0), plus the shared keys. `encode(batch)` returns the last
     position's embedding, shape (B, d_model).
     """
+
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
+        "context_len",
+        "d_model",
+        "num_heads",
+        "num_layers",
+        "ff_dim",
+        "dropout",
+    )
 
     def setup_trunk(self, config: dict[str, Any]) -> int:
         context_len = config.get("context_len")
