@@ -59,3 +59,31 @@ def test_learning_curve_from_metrics_rows(tmp_path):
     assert matplotlib.image.imread(two).shape[0] > image.shape[0]
     with pytest.raises(ValueError, match="not plotted: \\['absent'\\]"):
         plot_learning_curve(tmp_path / "bad.png", rows, references={"absent": {"x": 1.0}})
+
+
+def test_simplex_scatter_draws_into_a_callers_panel(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from rl_harness.analysis.plots import simplex_scatter
+
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3))
+    corners = np.eye(3)
+    for ax, index in zip(axes, range(3), strict=True):
+        returned = simplex_scatter(ax, corners[index : index + 1], size=400, title=f"p{index}")
+        assert returned is ax and ax.get_title() == f"p{index}"
+    offsets = [ax.collections[0].get_offsets() for ax in axes]
+    for index, xy in enumerate(offsets):
+        np.testing.assert_allclose(xy, barycentric_xy(corners[index : index + 1]))
+    # Default colours are RGB = the point; explicit colours override them.
+    np.testing.assert_allclose(axes[1].collections[0].get_facecolors()[0, :3], [0, 1, 0])
+    simplex_scatter(axes[0], corners, colors="k", corner_labels=("a", "b", "c"))
+    assert [t.get_text() for t in axes[0].texts] == ["a", "b", "c"]
+    fig.savefig(tmp_path / "panels.png")
+    plt.close(fig)
+    image = matplotlib.image.imread(tmp_path / "panels.png")
+    third = image.shape[1] // 3
+    assert _has_color(image[:, :third], (1, 0, 0))
+    assert _has_color(image[:, third : 2 * third], (0, 1, 0))
+    assert _has_color(image[:, 2 * third :], (0, 0, 1))
+    with pytest.raises(ValueError, match="2 colours for 3 points"):
+        simplex_scatter(axes[0], corners, colors=np.zeros((2, 3)))

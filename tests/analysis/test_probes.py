@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from rl_harness.analysis.probes import (
     bootstrap_weights,
+    branch_ids,
+    branch_sums,
     episode_sums,
     evaluate_probe,
     fit_affine,
     percentile_interval,
     scores,
     split_episodes,
+    within_scores,
 )
+from rl_harness.seeding import stream_rng
 
 
 def linear_episodes(rng, n_episodes=60, steps=20, d=5, k=3, noise=0.0):
@@ -155,3 +161,118 @@ def test_bad_input_is_named(kwargs, match):
     args = {"representations": np.zeros((4, 5, 3)), "targets": np.zeros((4, 5, 2))} | kwargs
     with pytest.raises(ValueError, match=match):
         evaluate_probe(args.pop("representations"), args.pop("targets"), seed=0, **args)
+
+
+# ------------------------------------------------------------------ within-branch, nulls
+
+
+def test_branch_ids_group_equal_recent_tokens():
+    tokens = np.array([[0, 1, 0, 1], [1, 0, 1, 0]])
+    np.testing.assert_array_equal(branch_ids(tokens, 0), np.zeros((2, 4)))
+    last = branch_ids(tokens, 1)
+    assert (last == last[0, 0]).sum() == 4 and len(np.unique(last)) == 2
+    pairs = branch_ids(tokens, 2)
+    # (0,1) at steps 1 and 3 of episode 0 and step 2 of episode 1; step 0 has a short history.
+    assert pairs[0, 1] == pairs[0, 3] == pairs[1, 2] and pairs[0, 0] not in pairs[:, 1:]
+    assert pairs[0, 0] != pairs[1, 0] and len(np.unique(pairs)) == 4
+    with pytest.raises(ValueError, match="k must be an int >= 0"):
+        branch_ids(tokens, -1)
+
+
+def test_within_branch_r2_is_the_r2_of_each_branch_pooled():
+    rng = np.random.default_rng(20)
+    y = rng.normal(size=(5, 6, 2))
+    pred = y + rng.normal(size=y.shape) * 0.5
+    labels = rng.integers(0, 3, size=(5, 6))
+    labels[0, 0] = 7  # a branch with a single step: no within variance, left out
+    got = within_scores(branch_sums(y, pred, labels).total())
+    sse = sst = 0.0
+    for label in (0, 1, 2):
+        mask = labels == label
+        sse = sse + ((y[mask] - pred[mask]) ** 2).sum(0)
+        sst = sst + ((y[mask] - y[mask].mean(0)) ** 2).sum(0)
+    np.testing.assert_allclose(got.r2[0], 1 - sse / sst)
+    np.testing.assert_allclose(got.r2_pooled[0], 1 - sse.sum() / sst.sum())
+    assert got.branches_used[0] == 3 and got.steps_used[0] == 29
+    # Bootstrap weights give the scores of the resampled episodes.
+    weights = bootstrap_weights(5, 2, np.random.default_rng(1)).astype(float)
+    batched = within_scores(branch_sums(y, pred, labels).weighted(weights))
+    for row, counts in enumerate(weights.astype(int)):
+        picked = np.repeat(np.arange(5), counts)
+        direct = within_scores(branch_sums(y[picked], pred[picked], labels[picked]).total())
+        np.testing.assert_allclose(batched.r2_pooled[row], direct.r2_pooled[0])
+
+
+def test_within_branch_separates_memory_from_reading_the_last_token():
+    rng = np.random.default_rng(21)
+    episodes, steps = 120, 10
+    tokens = rng.integers(0, 3, size=(episodes, steps))
+    hidden = rng.normal(size=(episodes, steps))
+    table = np.array([0.0, 2.0, -1.0])
+    beliefs = np.stack([table[tokens] + hidden, table[tokens]], axis=-1)
+    one_hot = np.eye(3)[tokens]
+    memory = np.concatenate([one_hot, hidden[..., None]], axis=-1)
+    kwargs = dict(
+        seed=2, n_bootstrap=200, branch_tokens=tokens, branch_k=1, target_names=["mixed", "table"]
+    )
+    reader = evaluate_probe(one_hot, beliefs, **kwargs).report
+    remembers = evaluate_probe(memory, beliefs, **kwargs).report
+    # Globally the token reader explains a lot; within branches of the last token nothing.
+    assert reader.r2["mixed"].value > 0.6
+    assert -0.05 < reader.within_branch.r2_pooled.value <= 0.0
+    assert remembers.within_branch.r2_pooled.value == pytest.approx(1.0, abs=1e-9)
+    low, high = reader.within_branch.r2_pooled.low, reader.within_branch.r2_pooled.high
+    assert low < reader.within_branch.r2_pooled.value < high
+    # 'table' never varies inside a branch: undefined there, excluded from the pooled score.
+    within = remembers.within_branch.to_dict()
+    assert within["r2"]["table"] is None and within["r2_pooled_excludes"] == ["table"]
+    assert "never varies within branches of the last 1 tokens" in within["undefined"]["table"]
+    assert within["k"] == 1 and within["n_branches"] == within["n_branches_used"] == 3
+    # k = 0 is one branch: within-branch R² is the global R².
+    everything = evaluate_probe(one_hot, beliefs, **(kwargs | {"branch_k": 0})).report
+    assert everything.within_branch.r2_pooled.value == pytest.approx(
+        everything.r2_pooled.value, abs=1e-12
+    )
+
+
+def test_zero_variance_target_is_undefined_not_a_huge_negative():
+    rng = np.random.default_rng(22)
+    x = rng.normal(size=(40, 8, 2))
+    signal = x @ np.array([[1.0], [-0.5]])
+    constant = np.full_like(signal, 0.1) + 1e-17 * rng.normal(size=signal.shape)
+    y = np.concatenate([signal + 0.1 * rng.normal(size=signal.shape), constant], axis=-1)
+    report = evaluate_probe(x, y, seed=1, n_bootstrap=100, target_names=["s", "c"]).report
+    record = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert record["r2"]["c"] is None and record["r2_pooled_excludes"] == ["c"]
+    assert record["undefined"]["c"].startswith("R² undefined: its held-out values never vary")
+    # The pooled score is exactly the varying target's score.
+    assert record["r2_pooled"] == record["r2"]["s"]
+    assert record["r2"]["s"]["value"] > 0.9
+
+
+def test_permutation_null_refits_on_shuffled_episodes():
+    rng = np.random.default_rng(23)
+    x, y, _, _ = linear_episodes(rng, noise=1.0)
+    report = evaluate_probe(x, y, seed=4, n_bootstrap=50, n_permutations=40).report
+    null = report.permutation
+    assert null.p_value == pytest.approx(1 / 41)  # the real fit beats every shuffle
+    assert null.observed == report.r2_pooled.value and len(null.null_r2_pooled) == 40
+    assert max(null.null_r2_pooled) < 0.1 and null.to_dict()["n_permutations"] == 40
+
+    # Each null value is a plain refit on explicitly shuffled episodes.
+    split = evaluate_probe(x, y, seed=4, n_bootstrap=50)
+    train, test = split.train_episodes, split.test_episodes
+    perm_rng = stream_rng(4, "analysis", "probe", "permutation")
+    for value in null.null_r2_pooled[:3]:
+        order_train, order_test = perm_rng.permutation(len(train)), perm_rng.permutation(len(test))
+        k = y.shape[2]
+        probe = fit_affine(x[train].reshape(-1, 5), y[train][order_train].reshape(-1, k))
+        pred = probe.predict(x[test].reshape(-1, 5))
+        target = y[test][order_test].reshape(-1, k)
+        r2 = 1 - ((target - pred) ** 2).sum() / ((target - target.mean(0)) ** 2).sum()
+        assert value == pytest.approx(r2, abs=1e-9)
+
+    # Without signal the p-value is not small.
+    noise = rng.normal(size=y.shape)
+    pure = evaluate_probe(x, noise, seed=4, n_bootstrap=50, n_permutations=40).report
+    assert pure.permutation.p_value > 0.1

@@ -4,7 +4,7 @@
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
-    plot_belief_simplex(...) / plot_learning_curve(...)
+    plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
 
 Names load lazily, so importing one part does not pull in RLlib, torch or matplotlib.
 """
@@ -35,6 +35,11 @@ _EXPORTS = {
     "barycentric_xy": "rl_harness.analysis.plots",
     "plot_belief_simplex": "rl_harness.analysis.plots",
     "plot_learning_curve": "rl_harness.analysis.plots",
+    "simplex_scatter": "rl_harness.analysis.plots",
+    "branch_ids": "rl_harness.analysis.probes",
+    "permutation_null": "rl_harness.analysis.probes",
+    "WithinBranchReport": "rl_harness.analysis.probes",
+    "PermutationNull": "rl_harness.analysis.probes",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -31,14 +31,43 @@ def belief_colors(beliefs: np.ndarray) -> np.ndarray:
     return np.clip(np.asarray(beliefs, dtype=np.float64), 0.0, 1.0)
 
 
-def _simplex_panel(ax: Any, points: np.ndarray, colors: np.ndarray, title: str, size: float):
+def simplex_scatter(
+    ax: Any,
+    points: np.ndarray,
+    *,
+    colors: np.ndarray | str | None = None,
+    title: str | None = None,
+    size: float = 2.0,
+    corner_labels: Sequence[str] | None = None,
+    **scatter_kwargs: Any,
+) -> Any:
+    """Draw (n, 3) points on the 2-simplex into an existing matplotlib `ax`; returns `ax`.
+
+    The primitive for composing multi-panel figures: the caller owns the figure. `colors`
+    defaults to RGB = the points themselves (clipped to [0, 1]); pass the true beliefs to
+    colour a probe's predictions by what they should be. `corner_labels` names states 0, 1, 2.
+    Extra keyword arguments go to `ax.scatter`.
+    """
     xy = barycentric_xy(points)
+    if colors is None:
+        colors = belief_colors(points)
+    elif not isinstance(colors, str) and len(np.asarray(colors)) != len(xy):
+        raise ValueError(f"{len(np.asarray(colors))} colours for {len(xy)} points")
     outline = np.vstack([SIMPLEX_CORNERS, SIMPLEX_CORNERS[:1]])
     ax.plot(outline[:, 0], outline[:, 1], color="0.6", lw=0.8)
-    ax.scatter(xy[:, 0], xy[:, 1], c=colors, s=size, linewidths=0, rasterized=True)
-    ax.set_title(title)
+    options = {"s": size, "linewidths": 0, "rasterized": True} | scatter_kwargs
+    ax.scatter(xy[:, 0], xy[:, 1], c=colors, **options)
+    if corner_labels is not None:
+        if len(corner_labels) != 3:
+            raise ValueError(f"corner_labels must name 3 corners, got {len(corner_labels)}")
+        offsets = ((-0.04, -0.06), (0.04, -0.06), (0.0, 0.04))
+        for (x, y), (dx, dy), text in zip(SIMPLEX_CORNERS, offsets, corner_labels, strict=True):
+            ax.text(x + dx, y + dy, text, ha="center", va="center", fontsize="small")
+    if title:
+        ax.set_title(title)
     ax.set_aspect("equal")
     ax.set_axis_off()
+    return ax
 
 
 def plot_belief_simplex(
@@ -51,7 +80,10 @@ def plot_belief_simplex(
     point_size: float = 2.0,
 ) -> Path:
     """Beliefs in barycentric coordinates coloured by the true belief, optionally beside
-    a probe's predictions of them (coloured by the same true beliefs). Returns `path`."""
+    a probe's predictions of them (coloured by the same true beliefs). Returns `path`.
+
+    One `simplex_scatter` panel each; compose other layouts with `simplex_scatter` directly.
+    """
     true_beliefs = np.asarray(true_beliefs, dtype=np.float64)
     colors = belief_colors(true_beliefs)
     panels = [(true_beliefs, labels[0])]
@@ -64,7 +96,7 @@ def plot_belief_simplex(
         panels.append((predicted_beliefs, labels[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
     for ax, (points, label) in zip(axes[0], panels, strict=True):
-        _simplex_panel(ax, points, colors, label, point_size)
+        simplex_scatter(ax, points, colors=colors, title=label, size=point_size)
     if title:
         fig.suptitle(title)
     return _save(fig, path)

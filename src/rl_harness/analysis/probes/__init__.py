@@ -2,8 +2,9 @@
 
 Pure NumPy/SciPy: `fit_affine` / `AffineProbe` (least squares with bias, optional ridge),
 `episode_sums` / `scores` (R² per target and pooled, RMSE, MSE, baselines),
-`split_episodes`, `bootstrap_weights` / `percentile_interval`, and `evaluate_probe`, which
-composes them into a `ProbeReport` (with `to_dict()`).
+`split_episodes`, `bootstrap_weights` / `percentile_interval`, within-branch R²
+(`branch_ids`, `branch_sums`, `within_scores`), a permutation null (`permutation_null`), and
+`evaluate_probe`, which composes them into a `ProbeReport` (with `to_dict()`).
 """
 
 from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
@@ -13,12 +14,33 @@ from rl_harness.analysis.probes.bootstrap import (
     estimates,
     percentile_interval,
 )
-from rl_harness.analysis.probes.evaluate import ProbeEvaluation, ProbeReport, evaluate_probe
+from rl_harness.analysis.probes.branches import (
+    BranchSums,
+    WithinScores,
+    branch_ids,
+    branch_sums,
+    within_scores,
+)
+from rl_harness.analysis.probes.evaluate import (
+    ProbeEvaluation,
+    ProbeReport,
+    WithinBranchReport,
+    evaluate_probe,
+)
+from rl_harness.analysis.probes.permutation import PermutationNull, permutation_null
 from rl_harness.analysis.probes.scores import EpisodeSums, Scores, episode_sums, scores
 from rl_harness.analysis.probes.split import split_episodes
 
 __all__ = [
     "AffineProbe",
+    "BranchSums",
+    "PermutationNull",
+    "WithinBranchReport",
+    "WithinScores",
+    "branch_ids",
+    "branch_sums",
+    "permutation_null",
+    "within_scores",
     "EpisodeSums",
     "Estimate",
     "ProbeEvaluation",

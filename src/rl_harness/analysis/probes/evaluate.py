@@ -1,4 +1,10 @@
-"""Fit an affine probe on training episodes and score it on held-out ones, with intervals."""
+"""Fit an affine probe on training episodes and score it on held-out ones, with intervals.
+
+Optional extras: within-branch R² (steps grouped by their last k visible tokens, see
+`branches.py`) and a permutation null (see `permutation.py`). A target whose held-out values
+never vary (variance at most `variance_tol` times its mean square) has no R²: it is reported
+as None with the reason, and the pooled R² leaves it out and lists it.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,43 @@ import numpy as np
 
 from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
 from rl_harness.analysis.probes.bootstrap import Estimate, bootstrap_weights, estimates
+from rl_harness.analysis.probes.branches import branch_ids, branch_sums, within_scores
+from rl_harness.analysis.probes.permutation import PermutationNull, permutation_null
 from rl_harness.analysis.probes.scores import episode_sums, scores
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.seeding import stream_rng
 
 DEFAULT_STREAM = ("analysis", "probe")
+VARIANCE_TOL = 1e-10  # relative: variance <= tol * mean square counts as never varying
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, Estimate | PermutationNull | WithinBranchReport):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {key: _to_json(item) for key, item in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class WithinBranchReport:
+    """R² among steps with equal last `k` visible tokens (see `branches.py`), held out.
+
+    Scores are None when the targets do not vary within branches (`undefined` says why).
+    """
+
+    k: int
+    r2_pooled: Estimate | None
+    r2: dict[str, Estimate | None]
+    undefined: dict[str, str]
+    r2_pooled_excludes: list[str]
+    within_variance: dict[str, float]  # mean within-branch variance per used step
+    n_branches: int  # distinct branches among the held-out steps
+    n_branches_used: int  # those with at least 2 steps
+    n_steps_used: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: _to_json(value) for name, value in self.__dict__.items()}
 
 
 @dataclass(frozen=True)
@@ -26,14 +64,14 @@ class ProbeReport:
     """
 
     target_names: list[str]
-    r2_pooled: Estimate
-    r2: dict[str, Estimate]
+    r2_pooled: Estimate | None  # None when no target varies
+    r2: dict[str, Estimate | None]  # None: undefined (see `undefined`)
     rmse_pooled: Estimate
     rmse: dict[str, Estimate]
     mse_pooled: Estimate
     mse_train_mean_pooled: Estimate  # baseline: predict the train mean
     mse_best_constant_pooled: Estimate  # baseline: the best constant (the test data's mean)
-    train_r2_pooled: float
+    train_r2_pooled: float | None
     n_features: int
     n_train_episodes: int
     n_test_episodes: int
@@ -45,17 +83,14 @@ class ProbeReport:
     confidence: float
     seed: int
     stream: list[str] = field(default_factory=lambda: list(DEFAULT_STREAM))
+    undefined: dict[str, str] = field(default_factory=dict)  # target -> why R² is undefined
+    r2_pooled_excludes: list[str] = field(default_factory=list)
+    within_branch: WithinBranchReport | None = None
+    permutation: PermutationNull | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, value in self.__dict__.items():
-            if isinstance(value, Estimate):
-                out[name] = value.to_dict()
-            elif isinstance(value, dict):
-                out[name] = {key: est.to_dict() for key, est in value.items()}
-            else:
-                out[name] = value
-        return out
+        """JSON-ready: Estimates as {value, low, high}, undefined scores as None."""
+        return {name: _to_json(value) for name, value in self.__dict__.items()}
 
 
 @dataclass(frozen=True)
@@ -65,6 +100,21 @@ class ProbeEvaluation:
     train_episodes: np.ndarray  # indices into the episode axis
     test_episodes: np.ndarray
     test_predictions: np.ndarray  # (n_test_episodes, T, k)
+
+
+def _finite_or_none(value: np.ndarray) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _never_varying(
+    names: list[str], variance: np.ndarray, mean_square: np.ndarray, tol: float, why: str
+) -> dict[str, str]:
+    """Targets whose variance is numerically zero, with the reason their R² is undefined."""
+    return {
+        name: f"R² undefined: {why} (variance {var:.3g})"
+        for name, var, square in zip(names, variance, mean_square, strict=True)
+        if var <= tol * square
+    }
 
 
 def _episode_array(name: str, values: np.ndarray) -> np.ndarray:
@@ -87,11 +137,18 @@ def evaluate_probe(
     confidence: float = 0.95,
     target_names: Sequence[str] | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
+    branch_tokens: np.ndarray | None = None,
+    branch_k: int | None = None,
+    n_permutations: int = 0,
+    variance_tol: float = VARIANCE_TOL,
 ) -> ProbeEvaluation:
     """Probe (n_episodes, T, d) representations for (n_episodes, T, k) targets.
 
-    The split and the bootstrap draw from the named streams `(*stream, "split")` and
-    `(*stream, "bootstrap")` of `seed`.
+    With `branch_tokens` ((E, T) or (E, T, m) visible tokens) and `branch_k`, also report
+    within-branch R² over the last `branch_k` tokens. With `n_permutations` > 0, also a
+    permutation null of the pooled R². The split, the bootstrap and the permutations draw
+    from the named streams `(*stream, "split")`, `(*stream, "bootstrap")` and
+    `(*stream, "permutation")` of `seed`.
     """
     x = _episode_array("representations", representations)
     y = _episode_array("targets", targets)
@@ -106,6 +163,12 @@ def evaluate_probe(
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be a positive int, got {n_bootstrap!r}")
 
+    if (branch_tokens is None) != (branch_k is None):
+        raise ValueError("within-branch R² needs both branch_tokens and branch_k")
+    branches = None if branch_tokens is None else branch_ids(branch_tokens, branch_k)
+    if branches is not None and branches.shape != x.shape[:2]:
+        raise ValueError(f"branch_tokens cover {branches.shape}, representations {x.shape[:2]}")
+
     stream = tuple(stream)
     train, test = split_episodes(x.shape[0], test_fraction, stream_rng(seed, *stream, "split"))
     d, steps = x.shape[2], x.shape[1]
@@ -113,29 +176,94 @@ def evaluate_probe(
     reference = y[train].reshape(-1, k).mean(axis=0)
     train_pred = probe.predict(x[train].reshape(-1, d)).reshape(len(train), steps, k)
     test_pred = probe.predict(x[test].reshape(-1, d)).reshape(len(test), steps, k)
-    train_scores = scores(episode_sums(y[train], train_pred, reference).total())
+    held_out = y[test].reshape(-1, k)
+    undefined = _never_varying(
+        names,
+        held_out.var(axis=0),
+        (held_out**2).mean(axis=0),
+        variance_tol,
+        "its held-out values never vary",
+    )
+    include = np.array([name not in undefined for name in names])
+    train_scores = scores(episode_sums(y[train], train_pred, reference).total(), include)
 
     per_episode = episode_sums(y[test], test_pred, reference)
-    point = scores(per_episode.total())
+    point = scores(per_episode.total(), include)
     weights = bootstrap_weights(len(test), n_bootstrap, stream_rng(seed, *stream, "bootstrap"))
-    boot = scores(per_episode.weighted(weights.astype(np.float64)))
+    weights = weights.astype(np.float64)
+    boot = scores(per_episode.weighted(weights), include)
 
-    def one(values: np.ndarray, samples: np.ndarray) -> Estimate:
+    def one(values: np.ndarray, samples: np.ndarray) -> Estimate | None:
+        if not np.isfinite(values):
+            return None
         return estimates(values, samples[:, None], confidence)[0]
 
-    def per_target(values: np.ndarray, samples: np.ndarray) -> dict[str, Estimate]:
-        return dict(zip(names, estimates(values, samples, confidence), strict=True))
+    def per_target(
+        values: np.ndarray, samples: np.ndarray, missing: dict[str, str] | None = None
+    ) -> dict[str, Estimate | None]:
+        out: dict[str, Estimate | None] = {}
+        for index, name in enumerate(names):
+            defined = name not in (missing or {}) and np.isfinite(values[index])
+            column = samples[:, index : index + 1]
+            out[name] = estimates(values[index], column, confidence)[0] if defined else None
+        return out
+
+    within = None
+    if branches is not None:
+        sums = branch_sums(y[test], test_pred, branches[test])
+        total = within_scores(sums.total())
+        mean_square = (held_out**2).mean(axis=0)
+        missing = dict(undefined)
+        missing.update(
+            (name, reason)
+            for name, reason in _never_varying(
+                names,
+                total.variance[0],
+                mean_square,
+                variance_tol,
+                f"it never varies within branches of the last {branch_k} tokens",
+            ).items()
+            if name not in missing
+        )
+        keep = np.array([name not in missing for name in names])
+        point_w = within_scores(sums.total(), keep)
+        boot_w = within_scores(sums.weighted(weights), keep)
+        within = WithinBranchReport(
+            k=int(branch_k),
+            r2_pooled=one(point_w.r2_pooled[0], boot_w.r2_pooled),
+            r2=per_target(point_w.r2[0], boot_w.r2, missing),
+            undefined=missing,
+            r2_pooled_excludes=[name for name in names if name in missing],
+            within_variance=dict(zip(names, map(float, total.variance[0]), strict=True)),
+            n_branches=len(np.unique(branches[test])),
+            n_branches_used=int(total.branches_used[0]),
+            n_steps_used=int(total.steps_used[0]),
+        )
+
+    null = None
+    if n_permutations and np.isfinite(point.r2_pooled):
+        null = permutation_null(
+            x[train],
+            y[train],
+            x[test],
+            y[test],
+            observed=float(point.r2_pooled),
+            ridge=ridge,
+            n_permutations=n_permutations,
+            rng=stream_rng(seed, *stream, "permutation"),
+            include=include,
+        )
 
     report = ProbeReport(
         target_names=names,
         r2_pooled=one(point.r2_pooled, boot.r2_pooled),
-        r2=per_target(point.r2, boot.r2),
+        r2=per_target(point.r2, boot.r2, undefined),
         rmse_pooled=one(point.rmse_pooled, boot.rmse_pooled),
         rmse=per_target(point.rmse, boot.rmse),
         mse_pooled=one(point.mse_pooled, boot.mse_pooled),
         mse_train_mean_pooled=one(point.mse_train_mean_pooled, boot.mse_train_mean_pooled),
         mse_best_constant_pooled=one(point.mse_best_constant_pooled, boot.mse_best_constant_pooled),
-        train_r2_pooled=float(train_scores.r2_pooled),
+        train_r2_pooled=_finite_or_none(train_scores.r2_pooled),
         n_features=d,
         n_train_episodes=len(train),
         n_test_episodes=len(test),
@@ -147,5 +275,9 @@ def evaluate_probe(
         confidence=float(confidence),
         seed=int(seed),
         stream=list(stream),
+        undefined=undefined,
+        r2_pooled_excludes=[name for name in names if name in undefined],
+        within_branch=within,
+        permutation=null,
     )
     return ProbeEvaluation(report, probe, train, test, test_pred)

@@ -11,7 +11,8 @@ episode statistics follow, per target and pooled over targets:
 - r2 = 1 - mse / mse_best_constant (per target), pooled = 1 - sum sse / sum sst (targets
   weighted by their variance); rmse = sqrt(mse).
 
-A target with zero variance has an undefined R² (NaN).
+A target with zero variance has an undefined R² (NaN). `include` restricts the pooled scores
+to some targets (evaluate_probe leaves out targets that never vary, and says so).
 """
 
 from __future__ import annotations
@@ -79,15 +80,17 @@ class Scores:
     mse_best_constant_pooled: np.ndarray
 
 
-def scores(sums: EpisodeSums) -> Scores:
+def scores(sums: EpisodeSums, include: np.ndarray | None = None) -> Scores:
+    """Scores of summed statistics; `include` (k,) bools picks the targets pooled R² uses."""
     n = sums.count[..., None]
     # Total sum of squares about the data's own mean, from sums about the reference.
     sst = np.maximum(sums.centered_square - sums.centered_sum**2 / n, 0.0)
     sse = sums.squared_error
+    keep = np.ones(sst.shape[-1], dtype=bool) if include is None else np.asarray(include, bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = np.where(sst > 0, 1.0 - sse / sst, np.nan)
-        sst_all = sst.sum(axis=-1)
-        r2_pooled = np.where(sst_all > 0, 1.0 - sse.sum(axis=-1) / sst_all, np.nan)
+        sst_all = (sst * keep).sum(axis=-1)
+        r2_pooled = np.where(sst_all > 0, 1.0 - (sse * keep).sum(axis=-1) / sst_all, np.nan)
     mse = sse / n
     mse_pooled = mse.mean(axis=-1)
     return Scores(
