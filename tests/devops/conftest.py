@@ -16,6 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_vast import FakeVast, make_offers  # noqa: E402
 from vast_support import API_KEY, GIT_ENV, git  # noqa: E402
 
+from rl_harness.devops.vast import client as vast_client  # noqa: E402
+from rl_harness.devops.vast.client import RequestPolicy  # noqa: E402
+
 
 @dataclass
 class Repos:
@@ -142,10 +145,16 @@ def fake_vast():
     server.close()
 
 
+# The CLI's request policy with waits scaled down (vast's documented intervals are seconds):
+# the same code paths, no idle test time. Policy tests inject a clock instead.
+FAST_POLICY = RequestPolicy(spacing_s={}, max_wait_s=5.0, backoff_s=0.02)
+
+
 @pytest.fixture
 def vast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_vast: FakeVast) -> Path:
     """Point the CLI at the fake server with the main key; returns the state dir."""
     state_dir = tmp_path / "state"
+    monkeypatch.setattr(vast_client, "DEFAULT_POLICY", FAST_POLICY)
     monkeypatch.setenv("VAST_API_KEY", API_KEY)
     monkeypatch.setenv("VAST_URL", fake_vast.url)
     monkeypatch.setenv("RLH_VAST_STATE_DIR", str(state_dir))

@@ -10,32 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from vast_support import API_KEY, B2_APP_KEY, B2_KEY_ID, git
+from vast_support import API_KEY, B2_APP_KEY, B2_KEY_ID, git, up_args
 
 from rl_harness.devops.vast.bootstrap import ONSTART, unpack_env
 from rl_harness.devops.vast.cli import main
 from rl_harness.devops.vast.state import StateFile
 
-MODULE = "experiments.demo.leaf.experiment"
-
-
-def _up_args(repos, *extra: str) -> list[str]:
-    return [
-        "up",
-        "--run",
-        f"rl-harness {MODULE} --smoke",
-        "--experiment-repo",
-        str(repos.exp),
-        "--library-repo",
-        str(repos.lib),
-        "--max-hours",
-        "2",
-        *extra,
-    ]
-
-
-def _state(state_dir: Path) -> StateFile:
-    return StateFile(state_dir)
+_up_args = up_args
+_state = StateFile
 
 
 def test_offers_ranked_and_quarantine_excluded(vast_env, fake_vast, capsys):
@@ -50,7 +32,7 @@ def test_offers_ranked_and_quarantine_excluded(vast_env, fake_vast, capsys):
     scores = [o["score"] for o in offers]
     assert scores == sorted(scores, reverse=True)
     assert offers[0]["score"] == pytest.approx(0.98 * 60.0 / 0.40, rel=1e-3)
-    query = json.loads(fake_vast.calls("GET", "/api/v0/bundles/")[-1].query["q"])
+    query = fake_vast.calls("POST", "/api/v0/bundles/")[-1].body
     assert sorted(query["machine_id"]["notin"]) == [70, 71]
     assert query["reliability"] == {"gte": 0.95} and query["type"] == "on-demand"
 
@@ -58,7 +40,7 @@ def test_offers_ranked_and_quarantine_excluded(vast_env, fake_vast, capsys):
 def test_offers_filters_reach_the_query(vast_env, fake_vast, capsys):
     args = ["offers", "--gpu-name", "RTX 4090", "--min-gpu-ram", "24", "--max-dph", "0.5"]
     assert main([*args, "--min-cuda", "12.1", "--interruptible", "--disk", "60"]) == 0
-    query = json.loads(fake_vast.calls("GET", "/api/v0/bundles/")[-1].query["q"])
+    query = fake_vast.calls("POST", "/api/v0/bundles/")[-1].body
     assert query["gpu_name"] == {"eq": "RTX 4090"}
     assert query["gpu_ram"] == {"gte": 24000.0}
     assert query["cuda_max_good"] == {"gte": 12.1}
@@ -180,7 +162,7 @@ def test_secrets_never_leak(vast_env, fake_vast, repos, capsys, monkeypatch):
     assert main(["status"]) == 1  # 401 whose message echoes the (wrong) key back
     printed = capsys.readouterr()
     text = printed.out + printed.err
-    assert "invalid api key" in text and "REDACTED" in text
+    assert "Invalid user key" in text and "REDACTED" in text
 
     for secret in (API_KEY, B2_APP_KEY, B2_KEY_ID):
         assert secret not in text, "a secret was printed"
@@ -223,14 +205,34 @@ def test_ssh_logs_and_destroy_by_id(vast_env, fake_vast, repos, capsys, tmp_path
     assert "already gone" in capsys.readouterr().out
 
 
-def test_destroy_overdue_only_touches_late_boxes(vast_env, fake_vast, repos, capsys):
-    assert main(_up_args(repos, "-n", "2")) == 0
-    late, fine = _state(vast_env).active()
-    _state(vast_env).update(late.instance_id, deadline_at=time.time() - 3600)
+def test_overdue_runs_from_vasts_start_time_not_our_clock(vast_env, fake_vast, repos, capsys):
+    """--max-hours 2 boxes: the deadline is vast's start_date + 2 h, OVERDUE 15 min later."""
+    assert main(_up_args(repos, "-n", "3")) == 0
+    late, slow_pull, unbooted = _state(vast_env).active()
+    now = time.time()
+    fake_vast.start(late.instance_id, now - (2 * 3600 + 16 * 60))  # past deadline + grace
+    # Created 3 h ago by our clock, but vast started it (image pulled) only 1 h ago: healthy.
+    _state(vast_env).update(slow_pull.instance_id, created_at=now - 3 * 3600)
+    fake_vast.start(slow_pull.instance_id, now - 3600)
+    fake_vast.instances[unbooted.instance_id]["start_date"] = None  # still loading
+    fake_vast.instances[unbooted.instance_id]["actual_status"] = "loading"
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    status = {s["instance_id"]: s for s in json.loads(capsys.readouterr().out)}
+    assert [status[r.instance_id]["overdue"] for r in (late, slow_pull, unbooted)] == [
+        True,
+        False,
+        False,
+    ]
+    assert status[slow_pull.instance_id]["deadline_in_h"] == pytest.approx(1.0, abs=0.01)
+    assert status[unbooted.instance_id]["deadline_in_h"] is None
+    assert _state(vast_env).records(lambda r: r.instance_id == late.instance_id)[
+        0
+    ].started_at == pytest.approx(now - (2 * 3600 + 16 * 60))
     assert main(["status"]) == 0
-    assert "OVERDUE" in capsys.readouterr().out
+    assert capsys.readouterr().out.count("OVERDUE") == 1
     assert main(["destroy", "--overdue"]) == 0
-    assert set(fake_vast.instances) == {fine.instance_id}
+    assert set(fake_vast.instances) == {slow_pull.instance_id, unbooted.instance_id}
 
 
 def test_full_cycle_box_runs_the_onstart_it_was_given(

@@ -10,7 +10,12 @@ import pytest
 from fake_vast import FakeVast, make_offers
 from vast_support import API_KEY
 
-from rl_harness.devops.vast.client import VastAPIError, VastClient, resolve_base_url
+from rl_harness.devops.vast.client import (
+    RequestPolicy,
+    VastAPIError,
+    VastClient,
+    resolve_base_url,
+)
 from rl_harness.devops.vast.credentials import MissingAPIKey, forwarded_env, load_api_key
 from rl_harness.devops.vast.launch import box_argv, grace_seconds, parse_seeds
 from rl_harness.devops.vast.offers import (
@@ -25,7 +30,8 @@ from rl_harness.devops.vast.state import InstanceRecord, StateFile
 
 
 def _client(fake: FakeVast, key: str | None = API_KEY) -> VastClient:
-    return VastClient(key, fake.url, retry_sleep_s=0.01)
+    policy = RequestPolicy(spacing_s={}, backoff_s=0.01)
+    return VastClient(key, fake.url, policy=policy)
 
 
 def test_client_sends_bearer_header_only(fake_vast):
@@ -40,7 +46,7 @@ def test_idempotent_requests_retry_but_create_never_does(fake_vast):
     client = _client(fake_vast)
     fake_vast.transient = [503, 502]
     assert client.list_instances() == []
-    assert len(fake_vast.calls("GET", "/api/v0/instances/")) == 3
+    assert len(fake_vast.calls("GET", "/api/v1/instances/")) == 3
     fake_vast.transient = [503]
     with pytest.raises(VastAPIError) as err:
         client.create_instance(900, {"image": "x"})
@@ -57,8 +63,9 @@ def test_client_errors_are_clear_and_redacted(fake_vast):
     assert API_KEY not in str(err.value)
     with pytest.raises(VastAPIError, match="needs a vast.ai API key"):
         _client(fake_vast, None).list_instances()
+    one_try = RequestPolicy(gateway_retries=1)
     with pytest.raises(VastAPIError, match="cannot reach"):
-        VastClient(API_KEY, "http://127.0.0.1:9", retries=1).list_instances()
+        VastClient(API_KEY, "http://127.0.0.1:9", policy=one_try).list_instances()
 
 
 def test_base_url_comes_from_arg_then_env(monkeypatch):

@@ -29,3 +29,22 @@ def git(cwd: Path, *args: str) -> str:
         env={**os.environ, **GIT_ENV},
     )
     return out.stdout.strip()
+
+
+MODULE = "experiments.demo.leaf.experiment"
+
+
+def up_args(repos, *extra: str) -> list[str]:
+    """`rl-harness vast up` of the demo recipe from the `repos` fixture, --max-hours 2."""
+    return [
+        "up",
+        "--run",
+        f"rl-harness {MODULE} --smoke",
+        "--experiment-repo",
+        str(repos.exp),
+        "--library-repo",
+        str(repos.lib),
+        "--max-hours",
+        "2",
+        *extra,
+    ]

@@ -173,14 +173,14 @@ def _filters(args: argparse.Namespace) -> OfferFilters:
     )
 
 
-def _client(args: argparse.Namespace, *, need_key: bool = True) -> VastClient:
+def _client(args: argparse.Namespace, out: _Out, *, need_key: bool = True) -> VastClient:
     try:
         key: str | None = load_api_key()
     except MissingAPIKey:
         if need_key:
             raise
         key = None
-    return VastClient(key, resolve_base_url(args.url))
+    return VastClient(key, resolve_base_url(args.url), notify=out.err)
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -198,7 +198,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 def cmd_offers(args: argparse.Namespace, out: _Out) -> int:
     filters = _filters(args)
     quarantined = _quarantined(args)
-    client = _client(args, need_key=False)
+    client = _client(args, out, need_key=False)
     ranked = rank_offers(
         client.search_offers(build_query(filters, quarantined)), filters, quarantined
     )[: args.top]
@@ -298,7 +298,7 @@ def cmd_up(args: argparse.Namespace, out: _Out) -> int:
         forwarded_env=forwarded,
         upload_b2=args.forward_b2,
     )
-    client = _client(args, need_key=not args.dry_run)
+    client = _client(args, out, need_key=not args.dry_run)
     plan = plan_launch(client, request, _quarantined(args), repo_problems=problems)
     _print_plan(plan, out)
     if args.show_script and plan.boxes:
@@ -323,21 +323,32 @@ def _ours(args: argparse.Namespace, instance: dict) -> bool:
     return str(instance.get("label") or "").startswith(args.label_prefix + "-")
 
 
+def _listed(client: VastClient, state: StateFile) -> dict[int, dict]:
+    """vast's instances by id; active records vast no longer lists are marked gone, and
+    vast's start time of each listed one is recorded (the box's deadline runs from it)."""
+    listed = {int(i["id"]): i for i in client.list_instances()}
+    for record in state.active():
+        live = listed.get(record.instance_id)
+        if live is None:
+            state.mark_ended(record.instance_id, GONE, note="no longer listed by vast")
+        elif live.get("start_date") and live["start_date"] != record.started_at:
+            state.update(record.instance_id, started_at=float(live["start_date"]))
+    return listed
+
+
 def cmd_status(args: argparse.Namespace, out: _Out) -> int:
     state = _state(args)
-    client = _client(args)
-    listed = {int(i["id"]): i for i in client.list_instances()}
+    client = _client(args, out)
+    listed = _listed(client, state)
     now = time.time()
-    for record in state.active():
-        if record.instance_id not in listed:
-            state.mark_ended(record.instance_id, GONE, note="no longer listed by vast")
     records = state.records(None if args.all else (lambda r: r.status == ACTIVE))
     known = {r.instance_id for r in state.records()}
     untracked = [i for iid, i in listed.items() if iid not in known and _ours(args, i)]
     rows, as_json = [], []
     for r in records:
         live = listed.get(r.instance_id, {})
-        overdue = r.status == ACTIVE and now > r.deadline_at + OVERDUE_GRACE_S
+        overdue = r.overdue(live, now, OVERDUE_GRACE_S)
+        deadline = r.box_deadline(live)
         item = {
             "instance_id": r.instance_id,
             "label": r.label,
@@ -348,7 +359,8 @@ def cmd_status(args: argparse.Namespace, out: _Out) -> int:
             "hours": round(r.hours_so_far(now), 3),
             "cost_so_far": round(r.dph * r.hours_so_far(now), 4),
             "seed": r.seed,
-            "deadline_in_h": round((r.deadline_at - now) / 3600.0, 3),
+            "started_at": live.get("start_date") or r.started_at,
+            "deadline_in_h": None if deadline is None else round((deadline - now) / 3600.0, 3),
             "overdue": overdue,
             "note": r.note,
         }
@@ -401,12 +413,12 @@ def cmd_status(args: argparse.Namespace, out: _Out) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, out: _Out) -> int:
-    out(_client(args).request_logs(args.instance_id, tail=args.tail).rstrip("\n"))
+    out(_client(args, out).request_logs(args.instance_id, tail=args.tail).rstrip("\n"))
     return 0
 
 
 def cmd_ssh(args: argparse.Namespace, out: _Out) -> int:
-    client = _client(args)
+    client = _client(args, out)
     if args.attach_key:
         client.attach_ssh_key(args.instance_id, args.attach_key.expanduser().read_text())
         out(f"attached {args.attach_key} to instance {args.instance_id}")
@@ -432,20 +444,26 @@ def cmd_ssh(args: argparse.Namespace, out: _Out) -> int:
 
 def cmd_destroy(args: argparse.Namespace, out: _Out) -> int:
     state = _state(args)
-    client = _client(args)
+    client = _client(args, out)
     targets: dict[int, str] = {i: "named" for i in args.instance_ids}
+    listing_failed = False
     if args.all or args.overdue:
+        try:
+            listed = _listed(client, state)
+        except VastAPIError as err:
+            # A cost guard must not depend on the listing: tracked boxes are destroyed anyway.
+            out.err(f"could not list vast instances ({err}); acting on the state file only")
+            listed, listing_failed = {}, True
         now = time.time()
         for r in state.active():
-            if args.all or now > r.deadline_at + OVERDUE_GRACE_S:
+            if args.all or r.overdue(listed.get(r.instance_id), now, OVERDUE_GRACE_S):
                 targets.setdefault(r.instance_id, r.label)
-        if args.all:
-            for i in client.list_instances():
-                if _ours(args, i):
-                    targets.setdefault(int(i["id"]), str(i.get("label")))
+        for iid, i in listed.items():
+            if args.all and _ours(args, i):
+                targets.setdefault(iid, str(i.get("label")))
     if not targets:
         out.err("nothing to destroy: name instance ids, or --all / --overdue")
-        return 0 if (args.all or args.overdue) else 2
+        return 1 if listing_failed else 0 if (args.all or args.overdue) else 2
     failed = []
     for instance_id in sorted(targets):
         try:
@@ -456,7 +474,7 @@ def cmd_destroy(args: argparse.Namespace, out: _Out) -> int:
             continue
         state.mark_ended(instance_id, DESTROYED if existed else GONE, note="destroyed by user")
         out(f"destroyed {instance_id}" if existed else f"{instance_id} was already gone")
-    return 1 if failed else 0
+    return 1 if failed or listing_failed else 0
 
 
 def cmd_quarantine(args: argparse.Namespace, out: _Out) -> int:

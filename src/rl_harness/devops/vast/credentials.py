@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from rl_harness.harness.redaction import redact, secret_values
+from rl_harness.harness.redaction import REDACTED, redact, secret_values
 from rl_harness.harness.storage.config import load_b2_config
 
 API_KEY_ENV = "VAST_API_KEY"
@@ -69,8 +71,72 @@ def forwarded_env(
     return out
 
 
+# Field names of vast's answers whose values are credentials: `instance_api_key` (create),
+# `api_key`, `jupyter_token`, forwarded `*_KEY` / `*_TOKEN` env entries, passwords.
+_KEY_LIKE = re.compile(r"(key|token|secret|passw|credential)", re.IGNORECASE)
+# user[:password]@ in a URL: any userinfo of an http(s) URL (a token can be the user
+# name), a user:password pair in any other scheme (ssh://git@host stays readable).
+_HTTP_USERINFO = re.compile(r"(?i)\b(https?://)[^/\s@]+@")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]+@")
+
+
+_PAGE_CURSORS = frozenset({"next_token", "after_token"})  # v1 paging, not credentials
+
+
+def is_key_like(name: str) -> bool:
+    return name not in _PAGE_CURSORS and bool(_KEY_LIKE.search(name))
+
+
+def _env_pair(item: Any) -> bool:
+    return isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+
+
+def scrub(value: Any) -> Any:
+    """A copy of a vast answer with the value of every key-like field replaced; `extra_env`
+    style `[name, value]` pairs are scrubbed by name."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if is_key_like(str(k)) and isinstance(v, str) and v else scrub(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        if _env_pair(value) and is_key_like(value[0]) and isinstance(value[1], str):
+            return [value[0], REDACTED]
+        return [scrub(v) for v in value]
+    return value
+
+
+def scrubbed_values(value: Any) -> list[str]:
+    """The string values `scrub` would replace (to redact them from any later text)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if is_key_like(str(k)) and isinstance(v, str) and v:
+                found.append(v)
+            else:
+                found.extend(scrubbed_values(v))
+    elif isinstance(value, list):
+        if _env_pair(value) and is_key_like(value[0]) and isinstance(value[1], str):
+            found.append(value[1])
+        else:
+            for v in value:
+                found.extend(scrubbed_values(v))
+    return found
+
+
+def redact_url_credentials(text: str) -> str:
+    """`https://user:token@host/...` -> `https://***REDACTED***@host/...`."""
+    text = _HTTP_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    return _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def url_has_credentials(url: str) -> bool:
+    return redact_url_credentials(url) != url
+
+
 class Redactor:
-    """Removes the API key, forwarded values and secret-named env values from text."""
+    """Removes the API key, forwarded values, secret-named env values and credentials in
+    URLs from text."""
 
     def __init__(self, *secrets: str, environ: Mapping[str, str] | None = None):
         self._secrets = [s for s in secrets if s] + secret_values(environ)
@@ -79,4 +145,4 @@ class Redactor:
         self._secrets.extend(s for s in secrets if s)
 
     def __call__(self, text: str) -> str:
-        return redact(text, self._secrets)
+        return redact_url_credentials(redact(text, self._secrets))

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rl_harness.harness.gitinfo import git_identity
 
-from .bootstrap import ONSTART, BootstrapParams, pack_env, render_bootstrap
+from .bootstrap import ONSTART, ONSTART_LIMIT, BootstrapParams, pack_env, render_bootstrap
 from .client import VastAPIError, VastClient
+from .credentials import url_has_credentials
 from .offers import Offer, OfferFilters, build_query, pick_offers, rank_offers
 from .state import InstanceRecord, StateFile
 
@@ -91,6 +92,11 @@ def resolve_repo(
 
     With both `url` and `commit` given no local checkout is needed (nothing to check).
     """
+    if url and url_has_credentials(url):
+        return None, [
+            f"{what}: the clone URL carries credentials, which would travel to the box in "
+            "clear; give a plain URL and forward a token with --forward-git"
+        ]
     if url and commit:
         if not re.fullmatch(r"[0-9a-f]{40}", commit):
             return None, [f"{what}: --*-commit must be a full 40-hex commit id, got {commit!r}"]
@@ -110,6 +116,11 @@ def resolve_repo(
             "(commit and push first)"
         )
     remote = url or identity.remote_url
+    if remote and url_has_credentials(remote):
+        problems.append(
+            f"{what}: the origin URL of {identity.root} carries credentials, which would "
+            "travel to the box in clear; pass a plain --*-url and use --forward-git"
+        )
     if not remote:
         problems.append(f"{what}: {identity.root} has no origin remote; pass the clone URL")
     elif not _commit_is_pushed(identity.root, chosen):
@@ -263,6 +274,7 @@ def create_body(plan: LaunchPlan, box: BoxPlan, offer: Offer) -> dict:
     request = plan.request
     script = render_bootstrap(bootstrap_params(plan, box))
     env = {"RLH_LABEL": box.label, **pack_env(script), **request.forwarded_env}
+    assert len(ONSTART) <= ONSTART_LIMIT  # the stricter of vast's documented limits
     body: dict = {
         "client_id": "me",
         "image": request.image,
@@ -318,6 +330,7 @@ def execute_launch(client: VastClient, plan: LaunchPlan, state: StateFile) -> li
                 command=shlex.join(box.argv),
                 created_at=now,
                 deadline_at=now + request.max_hours * 3600.0,
+                max_hours=request.max_hours,
                 experiment_commit=request.experiment.commit,
                 library_commit=request.library.commit,
                 results_branch=request.results_branch,

@@ -41,8 +41,8 @@ class InstanceRecord:
     dph: float
     seed: int | None
     command: str
-    created_at: float
-    deadline_at: float  # the box destroys itself by then (plus a short grace)
+    created_at: float  # our clock: when the create call returned (billing starts there)
+    deadline_at: float  # our clock's estimate; the box's own deadline runs from its start
     experiment_commit: str
     library_commit: str
     results_branch: str
@@ -50,6 +50,8 @@ class InstanceRecord:
     ended_at: float | None = None
     note: str = ""
     extra: dict = field(default_factory=dict)
+    max_hours: float | None = None  # the box's watchdog destroys it this long after start
+    started_at: float | None = None  # vast's `start_date` of the instance, once reported
 
     @classmethod
     def from_dict(cls, data: dict) -> InstanceRecord:
@@ -59,6 +61,26 @@ class InstanceRecord:
     def hours_so_far(self, now: float | None = None) -> float:
         end = self.ended_at if self.ended_at is not None else (now or time.time())
         return max(0.0, end - self.created_at) / 3600.0
+
+    @property
+    def run_hours(self) -> float:
+        if self.max_hours is not None:
+            return float(self.max_hours)
+        return max(0.0, self.deadline_at - self.created_at) / 3600.0  # records before max_hours
+
+    def box_deadline(self, live: dict | None = None) -> float | None:
+        """When the box's own watchdog destroys it: vast's start time of the instance plus
+        `max_hours`. None while vast reports no start (the box has not booted, so its
+        watchdog has not started either); our creation clock is never used for this."""
+        start = (live or {}).get("start_date") or self.started_at
+        if not start:
+            return None
+        return float(start) + self.run_hours * 3600.0
+
+    def overdue(self, live: dict | None, now: float, grace_s: float) -> bool:
+        """Still listed by vast past the box's own deadline plus `grace_s`."""
+        deadline = self.box_deadline(live)
+        return self.status == ACTIVE and deadline is not None and now > deadline + grace_s
 
 
 class StateFile:
