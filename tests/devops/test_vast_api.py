@@ -10,6 +10,7 @@ import pytest
 from fake_vast import FakeVast
 from vast_support import API_KEY, up_args
 
+from rl_harness.devops.vast.bootstrap import ONSTART, ONSTART_LIMIT
 from rl_harness.devops.vast.cli import main
 from rl_harness.devops.vast.client import (
     CREATE,
@@ -273,3 +274,8 @@ def test_full_cycle_with_rate_limits_paging_and_v0_gone(vast_env, fake_vast, rep
     assert fake_vast.calls("GET", "/api/v0/instances/") == []
     assert fake_vast.calls("GET", "/api/v0/bundles/") == []
     assert fake_vast.calls("POST", "/api/v0/bundles/")[0].body["type"] == "on-demand"
+
+
+def test_onstart_fits_the_strictest_documented_limit():
+    # vast's docs: 4096 characters (OpenAPI validation), 4048 (its overview), 16 KB (CLI guide).
+    assert ONSTART_LIMIT == 4048 and len(ONSTART) <= ONSTART_LIMIT
