@@ -93,9 +93,9 @@ def test_rollouts_record_representations_and_beliefs(module):
 def test_exploring_rollouts_are_seeded_and_leave_torch_rng_alone(module):
     kwargs = dict(n_episodes=4, episode_steps=8, seed=1, target=info_target("belief"))
     before = torch.random.get_rng_state()
-    first = collect_rollouts(module, make_env, explore=True, **kwargs)
+    first = collect_rollouts(module, make_env, policy="sample", **kwargs)
     assert torch.equal(torch.random.get_rng_state(), before)
-    second = collect_rollouts(module, make_env, explore=True, **kwargs)
+    second = collect_rollouts(module, make_env, policy="sample", **kwargs)
     np.testing.assert_array_equal(first.actions, second.actions)
 
 
@@ -104,7 +104,7 @@ def test_rollout_errors_name_the_problem(module):
         collect_rollouts(
             module, make_env, n_episodes=1, episode_steps=2, seed=0, target=info_target("state")
         )
-    with pytest.raises(ValueError, match="before episode_steps=20"):
+    with pytest.raises(ValueError, match="before warmup_steps \\+ episode_steps = 20"):
         collect_rollouts(
             module, make_env, n_episodes=1, episode_steps=20, seed=0, target=info_target("belief")
         )

@@ -26,6 +26,8 @@ _EXPORTS = {
     "collect_rollouts": "rl_harness.analysis.rollouts",
     "encode_representation": "rl_harness.analysis.rollouts",
     "info_target": "rl_harness.analysis.rollouts",
+    "random_actions": "rl_harness.analysis.rollouts",
+    "rllib_action_transform": "rl_harness.analysis.rollouts",
     "AffineProbe": "rl_harness.analysis.probes",
     "Estimate": "rl_harness.analysis.probes",
     "ProbeEvaluation": "rl_harness.analysis.probes",

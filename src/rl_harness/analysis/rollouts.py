@@ -2,35 +2,53 @@
 
 Everything domain-specific is injected: the env comes from a factory of gymnasium
 `VectorEnv`s, the representation from an extractor called on the module (by default its
-public `encode(batch)`), and the targets from an extractor of the env's `info` (e.g.
-`info_target("belief")`). Analysis never reads private env or module attributes.
+public `encode_step(batch)` when it has one, else `encode(batch)`), and the targets from an
+extractor of the env's `info` (e.g. `info_target("decision_belief")`). Analysis never reads
+private env or module attributes.
+
+Stateful modules (`is_stateful()`) are stepped as RLlib's env runner steps them: one
+observation at a time with a time axis of 1, STATE_IN batched from `get_initial_state()`
+and each step's STATE_OUT fed back. A module whose representation at one step is not the
+same as `encode` of that one-step batch (a transformer reading a cache) exposes
+`encode_step(batch) -> (N, d)` taking that same batch.
 
 Timing: record t pairs the module's representation after it has read observation t with
 the info returned alongside observation t (reset info for t = 0), and the reward of the
-action it then takes. Each copy plays one episode of exactly `episode_steps` actions.
+action then taken. Each copy first plays `warmup_steps` unrecorded actions, then
+`episode_steps` recorded ones; its episode must last that long.
 
-Observations are fed to the module as the env returns them (plus RLlib's time axis for
-stateful modules): recipes whose env-to-module connectors transform observations must
-pass the same transform as `preprocess`.
+Policies: "greedy" (the inference distribution made deterministic), "sample" (a draw from
+the exploration distribution), "random" (uniform over the action space from a named
+stream; the module still reads every observation, so its state and representations are
+those of an agent watching random play). Discrete and Box actions alike.
+
+Observations are fed to the module as the env returns them: recipes whose env-to-module
+connectors transform observations must pass the same transform as `preprocess`, and those
+whose module-to-env connectors rescale actions pass `action_transform` (for RLlib's default
+Box handling, `rllib_action_transform(space)`). Recorded actions are what the env received.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 
-from rl_harness.seeding import stream_seed
+from rl_harness.seeding import stream_rng, stream_seed
 
 if TYPE_CHECKING:
+    from gymnasium import Space
     from gymnasium.vector import VectorEnv
     from ray.rllib.core.rl_module.rl_module import RLModule
 
 RepresentationExtractor = Callable[["RLModule", dict[str, Any]], torch.Tensor]
 TargetExtractor = Callable[[Mapping[str, Any]], np.ndarray]
+ActionTransform = Callable[[np.ndarray], np.ndarray]
+Policy = Literal["greedy", "sample", "random"]
+POLICIES = ("greedy", "sample", "random")
 DEFAULT_STREAM = ("analysis", "rollouts")
 
 # RLlib's batch column names (ray.rllib.core.columns.Columns), spelled out so importing this
@@ -40,32 +58,82 @@ ACTION_DIST_INPUTS = "action_dist_inputs"
 
 
 def encode_representation(module: RLModule, batch: dict[str, Any]) -> torch.Tensor:
-    """The module's public representation, `module.encode(batch)`."""
-    encode = getattr(module, "encode", None)
-    if not callable(encode):
-        raise TypeError(
-            f"{type(module).__name__} has no public encode(batch); pass a representation "
-            "extractor that reads the module's representation through its public API"
-        )
-    return encode(batch)
+    """The module's public per-step representation: `encode_step(batch)` if the module has
+    one (stateful modules whose step read differs from `encode`), else `encode(batch)`."""
+    for name in ("encode_step", "encode"):
+        method = getattr(module, name, None)
+        if callable(method):
+            return method(batch)
+    raise TypeError(
+        f"{type(module).__name__} has no public encode_step(batch) or encode(batch); pass a "
+        "representation extractor that reads the module's representation through its public API"
+    )
 
 
-def info_target(key: str) -> TargetExtractor:
-    """Targets from a vector env's info: `info[key]` as a float64 (num_envs, k) array."""
+def info_target(*keys: str) -> TargetExtractor:
+    """Targets from a vector env's info: `info[key]` as float64 (num_envs, k_key) arrays,
+    concatenated over `keys`. "a/b" reads the entry b of a dict-valued key a (e.g.
+    "reward_components/occupancy")."""
+    if not keys:
+        raise ValueError("info_target needs at least one info key")
 
-    def extract(info: Mapping[str, Any]) -> np.ndarray:
-        if key not in info:
+    def one(info: Mapping[str, Any], key: str) -> np.ndarray:
+        head, _, rest = key.partition("/")
+        if head not in info:
+            known = sorted(k for k in info if not k.startswith("_"))
             raise KeyError(
-                f"env info has no {key!r} (it has {sorted(k for k in info if k[0] != '_')}); "
-                "configure the env to report it"
+                f"env info has no {head!r} (it has {known}); configure the env to report it"
             )
-        mask = info.get(f"_{key}")
+        mask = info.get(f"_{head}")
         if mask is not None and not np.all(mask):
-            raise ValueError(f"env info {key!r} is missing for some copies")
-        values = np.asarray(info[key], dtype=np.float64)
+            raise ValueError(f"env info {head!r} is missing for some copies")
+        value = info[head]
+        if rest:
+            if not isinstance(value, Mapping) or rest not in value:
+                inner = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+                raise KeyError(f"env info {head!r} has no entry {rest!r} (it has {inner})")
+            value = value[rest]
+        values = np.asarray(value, dtype=np.float64)
         return values.reshape(values.shape[0], -1)
 
+    def extract(info: Mapping[str, Any]) -> np.ndarray:
+        return np.concatenate([one(info, key) for key in keys], axis=1)
+
     return extract
+
+
+def rllib_action_transform(
+    action_space: Space, *, normalize_actions: bool = True, clip_actions: bool = False
+) -> ActionTransform:
+    """What RLlib's NormalizeAndClipActions connector does to module actions, batched:
+    with `normalize_actions` (RLlib's default) Box actions are unsquashed from [-1, 1] to
+    the space's bounds, else with `clip_actions` they are clipped to them."""
+    from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+
+    def transform(actions: np.ndarray) -> np.ndarray:
+        if normalize_actions:
+            return np.asarray(unsquash_action(actions, action_space))
+        if clip_actions:
+            return np.asarray(clip_action(actions, action_space))
+        return actions
+
+    return transform
+
+
+def random_actions(space: Space, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, ...) uniform actions of a Discrete, MultiDiscrete or bounded Box space."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, size=n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return rng.integers(0, space.nvec, size=(n, *space.nvec.shape)) + space.start
+    if isinstance(space, gym.spaces.Box):
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"random actions need a bounded Box, got {space}")
+        draws = rng.uniform(space.low, space.high, size=(n, *space.shape))
+        return draws.astype(space.dtype)
+    raise TypeError(f"random actions support Discrete, MultiDiscrete and Box, got {space}")
 
 
 @dataclass(frozen=True)
@@ -110,8 +178,9 @@ class ModuleStepper:
 
     Stateless modules see obs (N, *obs_shape); stateful ones (`module.is_stateful()`) see
     (N, 1, *obs_shape) with STATE_IN batched from `get_initial_state()` and each step's
-    STATE_OUT fed back, as RLlib's env runner does. Actions come from the module's
-    inference action distribution (greedy via `to_deterministic()` unless `explore`).
+    STATE_OUT fed back, as RLlib's env runner does. Actions: "greedy" makes the inference
+    distribution deterministic, "sample" draws from the exploration distribution (torch's
+    RNG), "random" returns the module's greedy actions too (the caller replaces them).
     """
 
     def __init__(
@@ -120,17 +189,19 @@ class ModuleStepper:
         num_envs: int,
         *,
         representation: RepresentationExtractor = encode_representation,
-        explore: bool = False,
+        policy: Policy = "greedy",
     ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.module = module
         self.num_envs = num_envs
         self.representation = representation
-        self.explore = explore
+        self.explore = policy == "sample"
         self.device = _module_device(module)
         self.stateful = bool(module.is_stateful())
         self.dist_class = (
             module.get_exploration_action_dist_cls()
-            if explore
+            if self.explore
             else module.get_inference_action_dist_cls()
         )
         self.state = self.initial_state() if self.stateful else None
@@ -180,28 +251,38 @@ def _collect_batch(
     env: VectorEnv,
     seeds: list[int],
     episode_steps: int,
+    warmup_steps: int,
     target: TargetExtractor,
     representation: RepresentationExtractor,
-    explore: bool,
+    policy: Policy,
     preprocess: Callable[[np.ndarray], np.ndarray] | None,
+    action_transform: ActionTransform | None,
+    action_rng: np.random.Generator,
 ) -> tuple[np.ndarray, ...]:
     n = len(seeds)
-    stepper = ModuleStepper(module, n, representation=representation, explore=explore)
+    stepper = ModuleStepper(module, n, representation=representation, policy=policy)
     obs, info = env.reset(seed=seeds)
     observations, features, targets, actions, rewards = [], [], [], [], []
-    for t in range(episode_steps):
+    total = warmup_steps + episode_steps
+    for t in range(total):
         action, feature = stepper.step(preprocess(obs) if preprocess else obs)
-        observations.append(np.asarray(obs))
-        features.append(feature)
-        targets.append(target(info))
-        actions.append(action)
+        if policy == "random":
+            action = random_actions(env.single_action_space, n, action_rng)
+        elif action_transform is not None:
+            action = np.asarray(action_transform(action))
+        if t >= warmup_steps:
+            observations.append(np.asarray(obs))
+            features.append(feature)
+            targets.append(target(info))
+            actions.append(np.asarray(action))
         obs, reward, terminated, truncated, info = env.step(action)
-        rewards.append(np.asarray(reward, dtype=np.float64))
+        if t >= warmup_steps:
+            rewards.append(np.asarray(reward, dtype=np.float64))
         ended = np.logical_or(terminated, truncated)
-        if t + 1 < episode_steps and np.any(ended):
+        if t + 1 < total and np.any(ended):
             raise ValueError(
-                f"an episode ended after {t + 1} steps, before episode_steps={episode_steps}; "
-                "collect at most as many steps as the shortest episode"
+                f"an episode ended after {t + 1} steps, before warmup_steps + episode_steps = "
+                f"{total}; collect at most as many steps as the shortest episode"
             )
     parts = (observations, features, targets, actions, rewards)
     return tuple(np.stack(part, axis=1) for part in parts)
@@ -217,24 +298,33 @@ def collect_rollouts(
     target: TargetExtractor,
     representation: RepresentationExtractor = encode_representation,
     num_envs: int = 64,
-    explore: bool = False,
+    policy: Policy = "greedy",
+    warmup_steps: int = 0,
     preprocess: Callable[[np.ndarray], np.ndarray] | None = None,
+    action_transform: ActionTransform | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
 ) -> Rollouts:
-    """Play `n_episodes` episodes, `num_envs` at a time, and record `episode_steps` each.
+    """Play `n_episodes` episodes, `num_envs` at a time; record `episode_steps` steps of each
+    after `warmup_steps` steps that are played (state carried) but not recorded.
 
     `make_env(num_envs)` builds a gymnasium VectorEnv; episode i is reset with
     `stream_seed(seed, *stream, "episode", str(i))`, so adding episodes never changes
-    earlier ones. With `explore`, action sampling draws from torch's RNG seeded by the
-    stream `(*stream, "actions")` (restored afterwards).
+    earlier ones. `policy="sample"` draws from torch's RNG seeded by the stream
+    `(*stream, "actions")` (restored afterwards); `policy="random"` draws from the NumPy
+    stream `(*stream, "random_actions")`.
     """
     for name, value in (("n_episodes", n_episodes), ("episode_steps", episode_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     stream = tuple(stream)
     seeds = [stream_seed(seed, *stream, "episode", str(i)) for i in range(n_episodes)]
+    action_rng = stream_rng(seed, *stream, "random_actions")
     was_training = module.training
     module.eval()
     parts: list[tuple[np.ndarray, ...]] = []
@@ -251,10 +341,13 @@ def collect_rollouts(
                             env,
                             chunk,
                             episode_steps,
+                            warmup_steps,
                             target,
                             representation,
-                            explore,
+                            policy,
                             preprocess,
+                            action_transform,
+                            action_rng,
                         )
                     )
                 finally:
