@@ -118,7 +118,10 @@ def test_a_429_create_is_retried_after_the_threshold_and_later_creates_are_space
     assert clock.sleeps == [4.75, 4.5]  # threshold + jitter; then the learnt interval
     assert set(fake_vast.instances) == {first, second}  # the 429 rented nothing
     assert [r.status for r in fake_vast.creates()] == [429, 200, 200]
-    assert waits == [f"vast answered 429 to {CREATE}: waiting 4.8 s before try 2"]
+    assert waits == [
+        f"vast answered 429 to {CREATE}: waiting 4.8 s before try 2",
+        f"spacing {CREATE} by vast's 4.5 s limit: waiting 4.5 s",
+    ]
 
 
 def test_retry_after_then_backoff_when_vast_names_no_interval(fake_vast):

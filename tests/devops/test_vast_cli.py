@@ -114,8 +114,10 @@ def test_up_status_destroy_cycle(vast_env, fake_vast, repos, capsys):
 def test_failed_create_leaves_no_instances(vast_env, fake_vast, repos, capsys):
     fake_vast.fail_creates = {2}
     code = main(_up_args(repos, "-n", "3"))
-    err = capsys.readouterr().err
+    printed = capsys.readouterr()
+    err = printed.err
     assert code == 1
+    assert printed.out.count("rented instance") == 1  # reported as it happened
     assert "launch failed at box 1 of 3" in err and "destroyed the 1 already created" in err
     assert len(fake_vast.creates()) == 2  # stopped at the failure: the third never tried
     assert fake_vast.instances == {}

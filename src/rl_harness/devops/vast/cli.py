@@ -309,12 +309,15 @@ def cmd_up(args: argparse.Namespace, out: _Out) -> int:
         return 1 if plan.refusals else 0
     if plan.refusals:
         return 1
-    records = execute_launch(client, plan, _state(args))
-    for record in records:
-        out(
+    records = execute_launch(
+        client,
+        plan,
+        _state(args),
+        on_created=lambda record: out(
             f"rented instance {record.instance_id} ({record.label}, {record.gpu_name}, "
             f"${record.dph:.3f}/h, seed {record.seed})"
-        )
+        ),
+    )
     out(f"{len(records)} boxes up; follow with `rl-harness vast status`")
     return 0
 

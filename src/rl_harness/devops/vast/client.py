@@ -202,6 +202,8 @@ class VastClient:
             return
         wait = last + interval - self._clock()
         if wait > 0:
+            if wait >= 1.0:
+                self._notify(f"spacing {key} by vast's {interval:g} s limit: waiting {wait:.1f} s")
             self._sleep(wait)
 
     def _request(

@@ -7,6 +7,7 @@ import secrets as _random
 import shlex
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -293,8 +294,14 @@ def create_body(plan: LaunchPlan, box: BoxPlan, offer: Offer) -> dict:
 # -- execute ----------------------------------------------------------------------------------
 
 
-def execute_launch(client: VastClient, plan: LaunchPlan, state: StateFile) -> list[InstanceRecord]:
-    """Create every box, recording each at once; on any failure destroy those created."""
+def execute_launch(
+    client: VastClient,
+    plan: LaunchPlan,
+    state: StateFile,
+    on_created: Callable[[InstanceRecord], None] | None = None,
+) -> list[InstanceRecord]:
+    """Create every box, recording each at once (and reporting it to `on_created`); on any
+    failure destroy those created."""
     if plan.refusals:
         raise LaunchError("launch refused:\n  " + "\n  ".join(plan.refusals))
     request = plan.request
@@ -337,6 +344,8 @@ def execute_launch(client: VastClient, plan: LaunchPlan, state: StateFile) -> li
             )
             state.add(record)
             created.append(record)
+            if on_created is not None:
+                on_created(record)
     except BaseException as err:
         leftovers = _roll_back(client, state, created)
         message = f"launch failed at box {len(created)} of {len(plan.boxes)}: {err}"
