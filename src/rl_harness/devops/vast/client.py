@@ -14,6 +14,7 @@ answer may have rented a box); the total wait per call is bounded, then one clea
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -262,8 +263,8 @@ class VastClient:
                     wait, backoff = backoff, min(backoff * 2, 30.0)
                 else:
                     raise error from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-                reason = getattr(err, "reason", err)
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+                reason = getattr(err, "reason", err) or type(err).__name__
                 text = f"{method} {path}: cannot reach {self.base_url}: {reason}"
                 if not idempotent:
                     text += (
