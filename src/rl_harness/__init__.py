@@ -1,28 +1,50 @@
 """rl-harness: reproducible RL experiment composition on Ray RLlib and Tune.
 
 The public names below load lazily, so `import rl_harness` (and the CLI's --help)
-stays fast; RLlib is imported only when a runner is used.
+stays fast; RLlib is imported only when a runner is used. The `TYPE_CHECKING` imports
+show IDEs and type checkers the same names as `__all__` (tests/test_public_api.py
+keeps the three equal).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from rl_harness.harness.atomic import write_json_atomic as write_json
+    from rl_harness.harness.context import RunContext, make_context
+    from rl_harness.harness.hardware import HardwarePlan, apply_hardware
+    from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
+
+# Public name -> (module, attribute in that module).
 _EXPORTS = {
-    "RunContext": "rl_harness.harness.context",
-    "make_context": "rl_harness.harness.context",
-    "HardwarePlan": "rl_harness.harness.hardware",
-    "apply_hardware": "rl_harness.harness.hardware",
-    "run_algorithm": "rl_harness.harness.runners",
-    "run_tune": "rl_harness.harness.runners",
-    "RunResult": "rl_harness.harness.runners",
-    "TuneRunResult": "rl_harness.harness.runners",
+    "RunContext": ("rl_harness.harness.context", "RunContext"),
+    "make_context": ("rl_harness.harness.context", "make_context"),
+    "HardwarePlan": ("rl_harness.harness.hardware", "HardwarePlan"),
+    "apply_hardware": ("rl_harness.harness.hardware", "apply_hardware"),
+    "run_algorithm": ("rl_harness.harness.runners", "run_algorithm"),
+    "run_tune": ("rl_harness.harness.runners", "run_tune"),
+    "RunResult": ("rl_harness.harness.runners", "RunResult"),
+    "TuneRunResult": ("rl_harness.harness.runners", "TuneRunResult"),
+    # Pretty, key-sorted JSON written atomically (a reader never sees half a file).
+    "write_json": ("rl_harness.harness.atomic", "write_json_atomic"),
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "HardwarePlan",
+    "RunContext",
+    "RunResult",
+    "TuneRunResult",
+    "apply_hardware",
+    "make_context",
+    "run_algorithm",
+    "run_tune",
+    "write_json",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'rl_harness' has no attribute {name!r}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rl_harness' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    return getattr(importlib.import_module(module), attribute)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 from experiments.mess3_belief_geometry import shared
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
-from rl_harness.envs.hmm import ENV_ID, sampled_beliefs
+from rl_harness.envs.hmm import ENV_ID, HMMVectorEnv, sampled_beliefs
 from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
@@ -19,13 +20,17 @@ LEAVES = {
 }
 
 
+def recipe(leaf: str):
+    return importlib.import_module(LEAVES[leaf])
+
+
 @pytest.mark.parametrize("smoke", [True, False])
 @pytest.mark.parametrize("leaf", sorted(LEAVES))
 def test_recipe_builds_its_config(leaf, smoke):
-    recipe = importlib.import_module(LEAVES[leaf])
-    assert callable(recipe.run)
-    config = recipe.build_config(smoke)
-    plan = shared.budget(smoke)
+    module = recipe(leaf)
+    assert callable(module.run)
+    config = module.build_config(smoke)
+    plan = module.SMOKE if smoke else module.FULL
     assert config.env == ENV_ID
     assert config.env_config["model_kwargs"] == {"x": 0.05, "alpha": 0.85}
     assert config.env_config["task"] == "rl_harness.envs.mess3.tasks:NextTokenTask"
@@ -42,19 +47,47 @@ def test_recipe_builds_its_config(leaf, smoke):
     learner = config.learner_class
     assert issubclass(learner, PPOTorchLearner)
     assert issubclass(learner, NextTokenAuxLossMixin) is aux
+    # The learner connector, built the way RLlib builds it for the learner.
+    env = HMMVectorEnv(1, config.env_config)
+    pipeline = config.build_learner_connector(env.single_observation_space, env.single_action_space)
+    env.close()
+    ours = [c for c in pipeline.connectors if isinstance(c, InfoTargetsToBatch)]
     if aux:
-        assert config.learner_config_dict == {"next_token_aux/weight": shared.AUX_WEIGHT}
+        assert config.learner_config_dict == {"next_token_aux/weight": module.AUX_WEIGHT}
         assert spec.model_config["next_token_aux/num_classes"] == 3
-        connector = config._learner_connector
-        assert connector.func is InfoTargetsToBatch
-        assert connector.keywords["targets"] == shared.AUX_TARGETS
+        assert len(ours) == 1 and ours[0].targets == {"next_token_aux": ("token", 1)}
+    else:
+        assert config.learner_config_dict == {} and ours == []
     # A fresh config every call: a caller's edits never leak into the next run.
-    assert recipe.build_config(smoke) is not config
+    assert module.build_config(smoke) is not config
 
 
-def test_smoke_budget_is_smaller_than_full():
+def _science(config) -> dict:
+    """The settings both leaves must share (everything but the auxiliary loss)."""
+    model_config = {
+        k: v for k, v in config.rl_module_spec.model_config.items() if "next_token_aux" not in k
+    }
+    keys = ("env", "env_config", "num_envs_per_env_runner", "gym_env_vectorize_mode")
+    keys += ("rollout_fragment_length", "train_batch_size_per_learner", "minibatch_size")
+    keys += ("num_epochs", "lr", "gamma", "lambda_")
+    return {key: getattr(config, key) for key in keys} | {"model_config": model_config}
+
+
+@pytest.mark.parametrize("smoke", [True, False])
+def test_leaves_differ_only_in_the_auxiliary_loss(smoke):
+    # Each leaf writes its own config chain and budget; this keeps the copies in step.
+    reward_only, aux = recipe("reward_only"), recipe("next_token_aux")
+    assert _science(reward_only.build_config(smoke)) == _science(aux.build_config(smoke))
+    assert asdict(reward_only.SMOKE) == asdict(aux.SMOKE)
+    assert asdict(reward_only.FULL) == asdict(aux.FULL)
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_smoke_budget_is_smaller_than_full(leaf):
+    module = recipe(leaf)
     for field in ("iterations", "train_batch", "probe_episodes", "n_bootstrap"):
-        assert getattr(shared.SMOKE, field) < getattr(shared.FULL, field)
+        assert getattr(module.SMOKE, field) < getattr(module.FULL, field)
+    assert module.FULL.iterations * module.FULL.train_batch == 245_760
 
 
 def test_memoryless_reference_matches_simulation():

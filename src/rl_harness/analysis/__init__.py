@@ -6,14 +6,51 @@
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
     plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
 
-Names load lazily, so importing one part does not pull in RLlib, torch or matplotlib.
+Names load lazily, so importing one part does not pull in RLlib, torch or matplotlib. The
+`TYPE_CHECKING` imports show IDEs the same names as `__all__` (tests/test_public_api.py).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from rl_harness.analysis.checkpoints import (
+        DEFAULT_MODULE_ID,
+        load_algorithm,
+        load_module,
+        module_checkpoint_dir,
+        module_ids,
+    )
+    from rl_harness.analysis.plots import (
+        barycentric_xy,
+        plot_belief_simplex,
+        plot_learning_curve,
+        simplex_scatter,
+    )
+    from rl_harness.analysis.probes import (
+        AffineProbe,
+        Estimate,
+        PermutationNull,
+        ProbeEvaluation,
+        ProbeReport,
+        WithinBranchReport,
+        branch_ids,
+        evaluate_probe,
+        fit_affine,
+        permutation_null,
+    )
+    from rl_harness.analysis.rollouts import (
+        ModuleStepper,
+        Rollouts,
+        collect_rollouts,
+        encode_representation,
+        info_target,
+    )
+    from rl_harness.analysis.run_artifacts import RunArtifacts
+
+# Public name -> the module that defines it.
 _EXPORTS = {
     "RunArtifacts": "rl_harness.analysis.run_artifacts",
     "DEFAULT_MODULE_ID": "rl_harness.analysis.checkpoints",
@@ -43,7 +80,33 @@ _EXPORTS = {
     "WithinBranchReport": "rl_harness.analysis.probes",
     "PermutationNull": "rl_harness.analysis.probes",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AffineProbe",
+    "DEFAULT_MODULE_ID",
+    "Estimate",
+    "ModuleStepper",
+    "PermutationNull",
+    "ProbeEvaluation",
+    "ProbeReport",
+    "Rollouts",
+    "RunArtifacts",
+    "WithinBranchReport",
+    "barycentric_xy",
+    "branch_ids",
+    "collect_rollouts",
+    "encode_representation",
+    "evaluate_probe",
+    "fit_affine",
+    "info_target",
+    "load_algorithm",
+    "load_module",
+    "module_checkpoint_dir",
+    "module_ids",
+    "permutation_null",
+    "plot_belief_simplex",
+    "plot_learning_curve",
+    "simplex_scatter",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -60,7 +60,8 @@ class InfoTargetsToBatch(ConnectorV2):
     """Writes `<ns>/targets` and `<ns>/target_valid` from `info[t + shift][info_key]`.
 
     targets: {namespace: {"info_key": str, "shift": int >= 0 (default 1)}},
-    JSON-serializable, so the config that carries it stays recordable.
+    JSON-serializable, so the config that carries it stays recordable. The checked form,
+    {namespace: (info_key, shift)}, is the `targets` attribute.
     """
 
     def __init__(
@@ -72,7 +73,7 @@ class InfoTargetsToBatch(ConnectorV2):
         **kwargs: Any,
     ) -> None:
         super().__init__(input_observation_space, input_action_space, **kwargs)
-        self._targets = _check_targets(targets)
+        self.targets = _check_targets(targets)
 
     def __call__(
         self,
@@ -89,7 +90,7 @@ class InfoTargetsToBatch(ConnectorV2):
             length = len(episode)
             # Infos 0..real_len exist for real; after PPO's extension the last one is a copy.
             real_len = length - 1 if extended else length
-            for namespace, (info_key, shift) in self._targets.items():
+            for namespace, (info_key, shift) in self.targets.items():
                 keys = AuxKeys(namespace)
                 targets, valid = _shifted_targets(episode, info_key, shift, length, real_len)
                 self.add_n_batch_items(batch, keys.targets, targets, length, episode)

@@ -1,31 +1,26 @@
-"""MESS3 belief geometry: the science both leaves share.
+"""MESS3 belief geometry: what both leaves share (the process, the env config, the analysis).
 
-The agent sees only the newest MESS3 token (x = 0.05, alpha = 0.85, the belief-geometry
-papers' setting) and is rewarded for predicting the next one (NextTokenTask). Any memory of
-the past must live in its GRU state. After training we ask whether that state holds the
+Each leaf's experiment.py holds its own agent, PPO config and budget; this module holds only
+what must stay identical between them so that their probes compare: the MESS3 process and
+task, and the analysis. The analysis asks whether the trained agent's GRU state holds the
 exact Bayesian belief over the hidden state: an affine probe from the GRU's hidden state
 (`module.encode`) to the belief reported by the env, scored on held-out episodes with
 bootstrap intervals over episodes. Controls: the same probe on the raw observation (what
 the newest token alone gives) and on an untrained module of the same architecture.
-
-The leaves differ in one thing: `next_token_aux` adds a next-token cross-entropy head on
-the representation (weight AUX_WEIGHT); `reward_only` learns from the task reward alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-from ray.rllib.algorithms.ppo import PPOConfig
-from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 
-from rl_harness import RunContext, run_algorithm
+from rl_harness import RunContext, RunResult, write_json
 from rl_harness.analysis import (
     RunArtifacts,
     collect_rollouts,
@@ -35,11 +30,8 @@ from rl_harness.analysis import (
     plot_belief_simplex,
     plot_learning_curve,
 )
-from rl_harness.envs.hmm import ENV_ID, HMMModel, HMMVectorEnv, next_token_probabilities
+from rl_harness.envs.hmm import HMMModel, HMMVectorEnv, next_token_probabilities
 from rl_harness.envs.mess3 import bayes_optimal_next_token_reward, mess3_model
-from rl_harness.harness.atomic import write_json_atomic
-from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
-from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 from rl_harness.seeding import stream_seed
 
 # The process (explicit: libraries default to other values).
@@ -50,11 +42,6 @@ TOKEN_WINDOW = 1  # the newest token only: history is the agent's job
 MODEL = "rl_harness.envs.mess3:mess3_model"
 TASK = "rl_harness.envs.mess3.tasks:NextTokenTask"
 
-# The agent.
-GRU_CONFIG = {"max_seq_len": 32, "hidden_size": 64}
-AUX_WEIGHT = 1.0
-AUX_TARGETS = {"next_token_aux": {"info_key": "token", "shift": 1}}
-
 # The probe.
 PROBE_RIDGE = 0.0
 PROBE_TEST_FRACTION = 0.25
@@ -63,52 +50,15 @@ RETURN_KEY = "env_runners/episode_return_mean"
 AUX_ACCURACY_KEY = "learners/default_policy/next_token_aux/accuracy"
 
 
-@dataclass(frozen=True)
-class Budget:
-    iterations: int
-    train_batch: int
-    minibatch: int
-    num_epochs: int
-    num_envs: int
-    probe_episodes: int
-    n_bootstrap: int
+class ProbeBudget(Protocol):
+    """The part of a leaf's Budget the analysis reads (the leaf's Budget is a dataclass)."""
 
-
-# Smoke: one tiny iteration and a small probe, to check the recipe end to end (< 2 min).
-SMOKE = Budget(
-    iterations=1,
-    train_batch=256,
-    minibatch=128,
-    num_epochs=1,
-    num_envs=4,
-    probe_episodes=32,
-    n_bootstrap=200,
-)
-# Full: 60 iterations of 4096 steps = 245,760 env steps (about 10-15 min on 2 CPU cores).
-FULL = Budget(
-    iterations=60,
-    train_batch=4096,
-    minibatch=512,
-    num_epochs=4,
-    num_envs=64,
-    probe_episodes=256,
-    n_bootstrap=1000,
-)
-
-
-def budget(smoke: bool) -> Budget:
-    return SMOKE if smoke else FULL
-
-
-class NextTokenAuxGRU(NextTokenAuxHeadMixin, GRUActorCritic):
-    """The GRU actor-critic plus a next-token classifier on its representation."""
-
-
-class NextTokenAuxPPOLearner(NextTokenAuxLossMixin, PPOTorchLearner):
-    """PPO's loss plus next_token_aux/weight * next-token cross-entropy."""
+    probe_episodes: int  # episodes rolled out for the probe (a quarter held out for scoring)
+    n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
 
 
 def env_config(info: list[str]) -> dict[str, Any]:
+    """The MESS3 next-token env (`rl_harness.envs.hmm.ENV_ID`); `info`: the info keys it fills."""
     return {
         "model": MODEL,
         "model_kwargs": {"x": X, "alpha": ALPHA},
@@ -121,47 +71,6 @@ def env_config(info: list[str]) -> dict[str, Any]:
 
 def model() -> HMMModel:
     return mess3_model(x=X, alpha=ALPHA)
-
-
-def module_spec(aux: bool) -> RLModuleSpec:
-    if aux:
-        return RLModuleSpec(
-            module_class=NextTokenAuxGRU,
-            model_config={**GRU_CONFIG, "next_token_aux/num_classes": 3},
-        )
-    return RLModuleSpec(module_class=GRUActorCritic, model_config=dict(GRU_CONFIG))
-
-
-def build_config(plan: Budget, *, aux: bool) -> PPOConfig:
-    """A fresh PPOConfig; `aux` adds the next-token head, loss and target connector."""
-    training: dict[str, Any] = {
-        "train_batch_size_per_learner": plan.train_batch,
-        "minibatch_size": plan.minibatch,
-        "num_epochs": plan.num_epochs,
-        "lr": 1e-3,
-        # Actions never change the process or later observations, so each step's reward
-        # is all an action earns: gamma = 0 is exact and keeps advantages low-variance.
-        "gamma": 0.0,
-        "lambda_": 0.0,
-    }
-    if aux:
-        training |= {
-            "learner_class": NextTokenAuxPPOLearner,
-            "learner_config_dict": {"next_token_aux/weight": AUX_WEIGHT},
-            "learner_connector": functools.partial(InfoTargetsToBatch, targets=AUX_TARGETS),
-        }
-    return (
-        PPOConfig()
-        .environment(ENV_ID, env_config=env_config(["token"]))
-        .env_runners(
-            num_envs_per_env_runner=plan.num_envs,
-            gym_env_vectorize_mode="vector_entry_point",
-            # One whole episode per env and fragment: no episode is cut mid-way.
-            rollout_fragment_length=plan.train_batch // plan.num_envs,
-        )
-        .training(**training)
-        .rl_module(rl_module_spec=module_spec(aux))
-    )
 
 
 def memoryless_reward(hmm: HMMModel, episode_length: int) -> float:
@@ -192,19 +101,21 @@ def _probe_env(num_envs: int) -> HMMVectorEnv:
     return HMMVectorEnv(num_envs, env_config(["belief"]))
 
 
-def untrained_module(aux: bool, seed: int) -> RLModule:
+def untrained_module(spec: RLModuleSpec, seed: int) -> RLModule:
     """The same architecture with fresh, seeded weights: a control for the probe."""
     env = _probe_env(1)
-    spec = module_spec(aux)
-    spec.observation_space = env.single_observation_space
-    spec.action_space = env.single_action_space
+    spec = dataclasses.replace(
+        spec,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+    )
     env.close()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return spec.build()
 
 
-def _probe(rollouts: Any, features: np.ndarray, context: RunContext, plan: Budget) -> Any:
+def _probe(rollouts: Any, features: np.ndarray, context: RunContext, plan: ProbeBudget) -> Any:
     return evaluate_probe(
         features,
         rollouts.targets,
@@ -216,9 +127,19 @@ def _probe(rollouts: Any, features: np.ndarray, context: RunContext, plan: Budge
     )
 
 
-def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
-    """Probe the trained agent of this run; write probe_metrics.json and the two plots."""
-    plan = budget(context.smoke)
+def analyze(
+    context: RunContext,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    aux_weight: float,
+    plan: ProbeBudget,
+) -> dict[str, Any]:
+    """Probe the trained agent of this run; write probe_metrics.json and the two plots.
+
+    `module_spec` is the leaf's (for the untrained control), `aux_weight` its next-token
+    loss weight (0 without one), `plan` its Budget (recorded whole).
+    """
     run = RunArtifacts.open(context.results_dir)
     checkpoint = run.final_checkpoint()
     started = time.perf_counter()
@@ -236,7 +157,7 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
     agent = _probe(rollouts, rollouts.representations, context, plan)
     observation = _probe(rollouts, rollouts.observations, context, plan)
     untrained_rollouts = collect(
-        untrained_module(aux, stream_seed(context.seed, "study", "untrained_module"))
+        untrained_module(module_spec, stream_seed(context.seed, "study", "untrained_module"))
     )
     untrained = _probe(untrained_rollouts, untrained_rollouts.representations, context, plan)
 
@@ -250,8 +171,8 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
         "process": {"model": MODEL, "x": X, "alpha": ALPHA, "task": TASK},
         "episode_length": EPISODE_LENGTH,
         "token_window": TOKEN_WINDOW,
-        "aux_weight": AUX_WEIGHT if aux else 0.0,
-        "budget": asdict(plan),
+        "aux_weight": aux_weight,
+        "budget": dataclasses.asdict(plan),
         "checkpoint": str(checkpoint),
         "env_steps": final.get("num_env_steps_sampled_lifetime"),
         "training_iterations": final.get("training_iteration"),
@@ -292,7 +213,7 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
             "newest-token optimal": rewards["memoryless_optimal"] * EPISODE_LENGTH,
         }
     }
-    if aux:  # the head's accuracy has the same ceiling as the reward per step
+    if aux_weight:  # the head's accuracy has the same ceiling as the reward per step
         references[AUX_ACCURACY_KEY] = {"Bayes-optimal": rewards["bayes_optimal"]}
     plot_learning_curve(
         context.results_dir / "learning_curve.png",
@@ -302,15 +223,12 @@ def analyze(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
         title=f"{label}: MESS3 next-token task (x={X}, alpha={ALPHA})",
     )
     record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)
-    write_json_atomic(context.results_dir / "probe_metrics.json", record)
+    write_json(context.results_dir / "probe_metrics.json", record)
     return record
 
 
-def run_study(context: RunContext, *, aux: bool, label: str) -> dict[str, Any]:
-    """Train, then probe; returns the compact summary the harness stores as result.json."""
-    plan = budget(context.smoke)
-    result = run_algorithm(build_config(plan, aux=aux), context, stop=plan.iterations)
-    record = analyze(context, aux=aux, label=label)
+def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
+    """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     return {
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
