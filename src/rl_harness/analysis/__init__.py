@@ -47,6 +47,8 @@ if TYPE_CHECKING:
         collect_rollouts,
         encode_representation,
         info_target,
+        random_actions,
+        rllib_action_transform,
     )
     from rl_harness.analysis.run_artifacts import RunArtifacts
 
@@ -105,6 +107,8 @@ __all__ = [
     "permutation_null",
     "plot_belief_simplex",
     "plot_learning_curve",
+    "random_actions",
+    "rllib_action_transform",
     "simplex_scatter",
 ]
 
