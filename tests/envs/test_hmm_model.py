@@ -17,7 +17,7 @@ def test_token_matrices_and_transition_of_a_model_are_read_only():
     with pytest.raises(ValueError, match="read-only"):
         model.transition_matrix[0, 0] = 1.0
     with pytest.raises(AttributeError):
-        model.name = "other"  # type: ignore[misc]
+        model.name = "other"
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ def _claim(base: str) -> str:
 def test_context_is_frozen(tmp_path: Path):
     context = make_context(tmp_path, seed=3)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        context.seed = 4  # type: ignore[misc]
+        context.seed = 4
     assert context.results_dir == tmp_path.resolve() / "results" / context.run_id
     assert context.artifacts_dir.is_dir() and context.results_dir.is_dir()
 

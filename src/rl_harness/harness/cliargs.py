@@ -18,7 +18,7 @@ class UsageError(ValueError):
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors raise UsageError instead of printing usage and exiting."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise UsageError(message)
 
 

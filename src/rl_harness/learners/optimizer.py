@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -67,6 +69,7 @@ class ConfiguredOptimizerMixin:
     `class MyLearner(ConfiguredOptimizerMixin, PPOTorchLearner)`.
     """
 
+    @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         name, kwargs = optimizer_settings(config.learner_config_dict)
         params = self.get_parameters(self.module[module_id])  # type: ignore[attr-defined]

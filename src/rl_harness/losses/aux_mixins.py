@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.aux_keys import NEXT_TOKEN_AUX, STATE_AUX, AuxKeys
 from rl_harness.losses.classification import masked_accuracy, masked_cross_entropy
@@ -85,14 +87,16 @@ def add_aux_classification_loss(
 class NextTokenAuxLossMixin:
     """Adds `next_token_aux/weight` * CE(next_token_aux/logits, next_token_aux/targets)."""
 
+    @override(Learner)
     def build(self) -> None:
-        super().build()  # type: ignore[misc]
-        aux_weight(self.config.learner_config_dict, NEXT_TOKEN_AUX)  # type: ignore[attr-defined]
+        super().build()
+        aux_weight(self.config.learner_config_dict, NEXT_TOKEN_AUX)
 
+    @override(Learner)
     def compute_loss_for_module(
         self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> torch.Tensor:
-        total = super().compute_loss_for_module(  # type: ignore[misc]
+        total = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         return add_aux_classification_loss(
@@ -109,14 +113,16 @@ class NextTokenAuxLossMixin:
 class StateAuxLossMixin:
     """Adds `state_aux/weight` * CE(state_aux/logits, state_aux/targets)."""
 
+    @override(Learner)
     def build(self) -> None:
-        super().build()  # type: ignore[misc]
-        aux_weight(self.config.learner_config_dict, STATE_AUX)  # type: ignore[attr-defined]
+        super().build()
+        aux_weight(self.config.learner_config_dict, STATE_AUX)
 
+    @override(Learner)
     def compute_loss_for_module(
         self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> torch.Tensor:
-        total = super().compute_loss_for_module(  # type: ignore[misc]
+        total = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         return add_aux_classification_loss(

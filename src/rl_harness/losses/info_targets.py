@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.aux_keys import AuxKeys
 
@@ -75,6 +76,7 @@ class InfoTargetsToBatch(ConnectorV2):
         super().__init__(input_observation_space, input_action_space, **kwargs)
         self.targets = _check_targets(targets)
 
+    @override(ConnectorV2)
     def __call__(
         self,
         *,
