@@ -247,9 +247,15 @@ def test_onstart_reassembles_the_script_from_env_chunks(tmp_path, fake_vast, rep
     assert (work / "bootstrap.sh").read_text() == script
 
 
-@pytest.mark.parametrize("bad", [{"library_dir": "../x"}, {"results_branch": "a..b"}])
-def test_params_reject_unsafe_values(fake_vast, repos, bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"library_dir": "../x"}, "bad folder name for a clone: '../x'"),
+        ({"results_branch": "a..b"}, r"bad results branch name: 'a\.\.b'"),
+    ],
+)
+def test_params_reject_unsafe_values(fake_vast, repos, bad, match):
+    with pytest.raises(ValueError, match=match):
         _params(fake_vast, repos, "rlh-x", 0, **bad)
 
 

@@ -74,7 +74,7 @@ def test_base_url_comes_from_arg_then_env(monkeypatch):
     assert resolve_base_url("https://example.invalid") == "https://example.invalid"
     monkeypatch.delenv("VAST_URL")
     assert resolve_base_url() == "https://console.vast.ai"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must start with http:// or https://, got 'console"):
         resolve_base_url("console.vast.ai")
 
 
@@ -147,7 +147,7 @@ def test_seeds_and_commands():
     assert parse_seeds("1,5,7") == [1, 5, 7]
     assert parse_seeds("0-1,9") == [0, 1, 9]
     for bad in ("3-1", "a", "1,1", ""):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"(seed list|seeds must be).*'{bad}'"):
             parse_seeds(bad)
     assert box_argv("rl-harness x.y --smoke", 3) == ("rl-harness", "x.y", "--smoke", "--seed", "3")
     assert box_argv("rl-harness x.y --seed={seed}", 2) == ("rl-harness", "x.y", "--seed=2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -29,8 +30,8 @@ def test_context_is_frozen(tmp_path: Path):
 def test_run_id_format():
     run_id = new_run_id()
     stamp, suffix = run_id.split("-")
-    assert len(stamp) == 16 and stamp.endswith("Z") and stamp[8] == "T"
-    assert len(suffix) == 8 and int(suffix, 16) >= 0
+    assert re.fullmatch(r"\d{8}T\d{6}Z", stamp), stamp
+    assert re.fullmatch(r"[0-9a-f]{8}", suffix), suffix
 
 
 def test_run_ids_unique_under_concurrent_starts(tmp_path: Path):
@@ -40,9 +41,17 @@ def test_run_ids_unique_under_concurrent_starts(tmp_path: Path):
     assert len(list((tmp_path / "results").iterdir())) == 64
 
 
-@pytest.mark.parametrize("seed", [-1, 2**32, True, 1.5])
-def test_bad_seed_rejected(tmp_path: Path, seed):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("seed", "match"),
+    [
+        (-1, r"seed must be in \[0, 4294967295\], got -1$"),
+        (2**32, r"seed must be in \[0, 4294967295\], got 4294967296$"),
+        (True, r"seed must be an integer, got True$"),
+        (1.5, r"seed must be an integer, got 1\.5$"),
+    ],
+)
+def test_bad_seed_rejected(tmp_path: Path, seed, match):
+    with pytest.raises(ValueError, match=match):
         make_context(tmp_path, seed=seed)
 
 
@@ -91,5 +100,5 @@ def test_named_streams_are_stable_and_independent():
     assert not np.array_equal(stream_rng(43, "env", "state").integers(0, 2**31, 5), a)
     assert stream_sequence(42, "x").spawn_key != stream_sequence(42, "y").spawn_key
     assert 0 <= stream_seed(42, "rllib") < 2**31
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="stream names must be non-empty strings"):
         stream_sequence(42)

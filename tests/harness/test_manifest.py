@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -76,7 +77,10 @@ def test_completed_manifest_has_every_field(git_repo, capsys):
     for key in ("hostname", "os", "cpu_model", "cpu_count", "memory_bytes", "gpus", "plan"):
         assert key in hw
     assert hw["plan"]["profile"] == "cpu-local" and hw["plan"]["num_env_runners"] == 0
-    assert m["started_at"] <= m["ended_at"] and m["duration_s"] >= 0
+    started = dt.datetime.fromisoformat(m["started_at"])
+    ended = dt.datetime.fromisoformat(m["ended_at"])
+    assert started.tzinfo == dt.UTC and started <= ended
+    assert m["duration_s"] == pytest.approx((ended - started).total_seconds(), abs=0.002)
     assert m["artifacts"]["local"] == str(leaf.parent.resolve() / "artifacts" / run_dir.name)
     assert (Path(m["artifacts"]["local"]) / "blob.bin").stat().st_size == 100
     # The recipe saw `running` while it ran, and its return value was kept.

@@ -90,7 +90,7 @@ def test_stop_on_metric_threshold(ray_session, tmp_path: Path):
 
 
 def test_bad_stop_rejected(tmp_path: Path):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="stop must be at least one iteration, got 0"):
         run_algorithm(tiny_config(), make_context(tmp_path), stop=0)
 
 

@@ -95,17 +95,23 @@ def test_missing_info_key_names_the_key_and_step():
 
 
 @pytest.mark.parametrize(
-    "targets",
+    ("targets", "match"),
     [
-        {},
-        {"next_token_aux": {"info_key": ""}},
-        {"next_token_aux": {"info_key": "token", "shift": -1}},
-        {"next_token_aux": {"info_key": "token", "offset": 1}},
-        {"bad/name": {"info_key": "token"}},
+        ({}, r"targets must be a non-empty dict .*, got \{\}$"),
+        ({"next_token_aux": {"info_key": ""}}, r"\['info_key'\] must be a str, got ''$"),
+        (
+            {"next_token_aux": {"info_key": "token", "shift": -1}},
+            r"\['shift'\] must be an int >= 0, got -1$",
+        ),
+        (
+            {"next_token_aux": {"info_key": "token", "offset": 1}},
+            r"targets\['next_token_aux'\] must be \{'info_key': str, 'shift': int\}, got",
+        ),
+        ({"bad/name": {"info_key": "token"}}, "aux namespace must be a non-empty name without"),
     ],
 )
-def test_bad_target_specs_are_rejected(targets):
-    with pytest.raises(ValueError):
+def test_bad_target_specs_are_rejected(targets, match):
+    with pytest.raises(ValueError, match=match):
         InfoTargetsToBatch(targets=targets)
 
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"importing {args.target} failed: {type(error).__name__}: {error}")
     try:
         return execute_recipe(recipe, options, ["rl-harness", *argv])
-    except (RecipeError, FileExistsError) as error:
+    except (RecipeError, FileExistsError, ValueError) as error:  # options make_context refused
         return fail(str(error))
 
 

@@ -45,6 +45,18 @@ def validate_seed(seed: int) -> int:
     return seed
 
 
+def valid_run_id(run_id: str) -> bool:
+    """Letters, digits, '-', '_' and '.', not starting with '.': one folder name, no escape."""
+    return bool(run_id) and all(c.isalnum() or c in "-_." for c in run_id) and run_id[0] != "."
+
+
+def _check_base(name: str, base: Path) -> None:
+    # The nearest existing ancestor must be a folder, or mkdir fails after results/<id>/ exists.
+    existing = next(p for p in (base, *base.parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"{name} {base} is not a directory ({existing} is a file)")
+
+
 def _claim_run_dir(base: Path, run_id: str | None) -> tuple[str, Path]:
     """Create results/<run-id>/ exclusively, so two concurrent starts never share a run id."""
     base.mkdir(parents=True, exist_ok=True)
@@ -81,25 +93,39 @@ def make_context(
     """Allocate a run id and its directories.
 
     `results_dir` / `artifacts_dir` are the parents under which `<run-id>/` is made
-    (default `<experiment_dir>/results` and `<experiment_dir>/artifacts`).
+    (default `<experiment_dir>/results` and `<experiment_dir>/artifacts`). Every option is
+    checked first (ValueError), so a rejected run leaves no folder behind.
     """
+    seed = validate_seed(seed)
+    hardware = resolve_profile(hardware_profile)
+    if run_id is not None and not valid_run_id(run_id):
+        raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {run_id!r}")
+    resume = Path(resume_from).expanduser().resolve() if resume_from else None
+    if resume is not None and not resume.exists():
+        raise ValueError(f"resume path does not exist: {resume_from}")
     experiment_dir = Path(experiment_dir).resolve()
     results_base = Path(results_dir).resolve() if results_dir else experiment_dir / "results"
     artifacts_base = (
         Path(artifacts_dir).resolve() if artifacts_dir else experiment_dir / "artifacts"
     )
+    _check_base("results dir", results_base)
+    _check_base("artifacts dir", artifacts_base)
     run_id, run_results = _claim_run_dir(results_base, run_id)
     run_artifacts = artifacts_base / run_id
-    run_artifacts.mkdir(parents=True, exist_ok=True)
+    try:
+        run_artifacts.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        run_results.rmdir()  # still empty: give the claimed run id back
+        raise
     return RunContext(
         experiment_module=experiment_module,
         experiment_dir=experiment_dir,
         results_dir=run_results,
         artifacts_dir=run_artifacts,
         run_id=run_id,
-        seed=validate_seed(seed),
+        seed=seed,
         smoke=smoke,
-        resume_from=Path(resume_from).resolve() if resume_from else None,
-        hardware=resolve_profile(hardware_profile),
+        resume_from=resume,
+        hardware=hardware,
         ray_address=ray_address,
     )
