@@ -6,6 +6,10 @@ metrics.jsonl, summary.json, recipe outputs) and `artifacts/<run-id>/` (checkpoi
 (`artifacts.local`), else from the summary's checkpoint paths, else by the layout
 convention `<leaf>/results/<id>` -> `<leaf>/artifacts/<id>`; the first that exists wins, so a
 run copied to another machine still resolves.
+
+A Tune run (`run_tune`) keeps its trials under `artifacts/<run-id>/tune/experiment/<trial>/`
+(`checkpoint_NNNNNN` folders); `trials()` lists them with the summary's status and the
+trial's rows of metrics.jsonl, and `final_checkpoint(trial=...)` finds a trial's checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 from rl_harness.harness.atomic import read_json
 from rl_harness.harness.metrics import METRICS_NAME, read_metrics
 from rl_harness.harness.provenance import MANIFEST_NAME
-from rl_harness.harness.runners import CHECKPOINTS_DIR, SUMMARY_NAME
+from rl_harness.harness.runners import CHECKPOINTS_DIR, SUMMARY_NAME, TUNE_DIR, TUNE_EXPERIMENT
 
 
 def _read_optional(path: Path) -> dict[str, Any] | None:
@@ -34,6 +38,48 @@ def _read_optional(path: Path) -> dict[str, Any] | None:
 
 def _is_checkpoint(path: Path) -> bool:
     return (path / "rllib_checkpoint.json").is_file()
+
+
+@dataclass(frozen=True)
+class TrialArtifacts:
+    """One trial of a Tune run: its record, its metrics rows and its checkpoints."""
+
+    trial_id: str
+    seed: int | None
+    status: str  # the summary's completed / failed, else "unknown" (no summary yet)
+    iterations: int
+    final_metrics: dict[str, Any]
+    metrics: list[dict[str, Any]]  # this trial's rows of metrics.jsonl
+    checkpoints: list[Path]  # found on disk, oldest first
+    final_checkpoint: Path | None  # the summary's (relocated if moved), else the newest
+    best_checkpoint: Path | None  # by the run's checkpoint_score_attribute, when it had one
+    trial_dir: Path | None
+
+
+def _trial_id_of(trial_dir: Path) -> str | None:
+    """The trial id Tune wrote into the trial folder's result.json (first row)."""
+    path = trial_dir / "result.json"
+    if path.is_file():
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline().strip()
+        if first:
+            try:
+                return str(json.loads(first).get("trial_id"))
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def _relocate(named: str | None, folder: Path | None) -> Path | None:
+    """A recorded checkpoint path if it is here, else the same name inside `folder`."""
+    if not named:
+        return None
+    path = Path(named)
+    if _is_checkpoint(path):
+        return path
+    if folder is not None and _is_checkpoint(folder / path.name):
+        return folder / path.name
+    return None
 
 
 @dataclass(frozen=True)
@@ -100,8 +146,89 @@ class RunArtifacts:
         folder = self.artifacts_dir / CHECKPOINTS_DIR
         return sorted(p for p in folder.glob("iter_*") if _is_checkpoint(p))
 
-    def final_checkpoint(self) -> Path:
-        """The summary's final checkpoint if it is here, else the newest one found."""
+    @property
+    def is_tune(self) -> bool:
+        return (self.summary or {}).get("runner") == "tune" or self.experiment_dir is not None
+
+    @property
+    def experiment_dir(self) -> Path | None:
+        """The Tune experiment folder: the summary's, else artifacts/<run-id>/tune/experiment."""
+        named = (self.summary or {}).get("experiment_path")
+        candidates = [Path(named)] if named else []
+        if self.artifacts_dir is not None:
+            candidates.append(self.artifacts_dir / TUNE_DIR / TUNE_EXPERIMENT)
+        return next((path for path in candidates if path.is_dir()), None)
+
+    def trials(self) -> list[TrialArtifacts]:
+        """A Tune run's trials (summary order, then trials found only on disk); [] otherwise."""
+        recorded = {str(t.get("trial_id")): t for t in (self.summary or {}).get("trials") or []}
+        folders: dict[str, Path] = {}
+        if self.experiment_dir is not None:
+            for folder in sorted(p for p in self.experiment_dir.iterdir() if p.is_dir()):
+                trial_id = _trial_id_of(folder)
+                if trial_id is not None:
+                    folders[trial_id] = folder
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for row in self.metrics():
+            if row.get("trial_id") is not None:
+                rows.setdefault(str(row["trial_id"]), []).append(row)
+        found = []
+        for trial_id in [*recorded, *(t for t in folders if t not in recorded)]:
+            record = recorded.get(trial_id, {})
+            folder = folders.get(trial_id)
+            own = rows.get(trial_id, [])
+            on_disk = (
+                sorted(p for p in folder.glob("checkpoint_*") if _is_checkpoint(p))
+                if folder
+                else []
+            )
+            final = _relocate(record.get("checkpoint"), folder) or (
+                on_disk[-1] if on_disk else None
+            )
+            seed = record.get("seed", own[-1].get("seed") if own else None)
+            found.append(
+                TrialArtifacts(
+                    trial_id=trial_id,
+                    seed=int(seed) if isinstance(seed, int) else None,
+                    status=str(record.get("status") or "unknown"),
+                    iterations=int(
+                        record.get("iterations")
+                        or (own[-1].get("training_iteration") if own else 0)
+                        or 0
+                    ),
+                    final_metrics=record.get("final_metrics") or (own[-1] if own else {}),
+                    metrics=own,
+                    checkpoints=on_disk,
+                    final_checkpoint=final,
+                    best_checkpoint=_relocate(record.get("best_checkpoint"), folder),
+                    trial_dir=folder,
+                )
+            )
+        return found
+
+    def trial(self, trial: str | int) -> TrialArtifacts:
+        """One trial by id (or unique id prefix), or by seed (an int)."""
+        trials = self.trials()
+        if not trials:
+            raise FileNotFoundError(f"run {self.run_id} is not a Tune run with trials")
+        if isinstance(trial, int) and not isinstance(trial, bool):
+            matches = [t for t in trials if t.seed == trial]
+        else:
+            matches = [t for t in trials if t.trial_id == trial] or [
+                t for t in trials if t.trial_id.startswith(str(trial))
+            ]
+        if len(matches) != 1:
+            known = ", ".join(f"{t.trial_id} (seed {t.seed})" for t in trials)
+            what = "no trial" if not matches else f"{len(matches)} trials"
+            raise KeyError(f"{what} {trial!r} in Tune run {self.run_id}; its trials: {known}")
+        return matches[0]
+
+    def final_checkpoint(self, trial: str | int | None = None) -> Path:
+        """The run's final checkpoint; for a Tune run, that of `trial` (id, id prefix or seed;
+        optional when the run has one trial). The summary's if it is here (or was moved with
+        the run), else the newest one found."""
+        if trial is not None or self.is_tune:
+            return self._trial_checkpoint(trial)
         named = (self.summary or {}).get("final_checkpoint")
         if named:
             path = Path(named)
@@ -117,6 +244,25 @@ class RunArtifacts:
                 f"run {self.run_id} has no checkpoint (artifacts folder: {self.artifacts_dir})"
             )
         return found[-1]
+
+    def _trial_checkpoint(self, trial: str | int | None) -> Path:
+        if trial is None:
+            trials = self.trials()
+            if len(trials) != 1:
+                known = ", ".join(t.trial_id for t in trials) or "none"
+                raise ValueError(
+                    f"Tune run {self.run_id} has {len(trials)} trials ({known}); "
+                    "pass final_checkpoint(trial=<trial id or seed>)"
+                )
+            chosen = trials[0]
+        else:
+            chosen = self.trial(trial)
+        if chosen.final_checkpoint is None:
+            raise FileNotFoundError(
+                f"trial {chosen.trial_id} of run {self.run_id} has no checkpoint "
+                f"(trial folder: {chosen.trial_dir})"
+            )
+        return chosen.final_checkpoint
 
     def read_json(self, name: str) -> dict[str, Any]:
         """Another JSON record of the run, e.g. a recipe's probe_metrics.json."""

@@ -53,13 +53,18 @@ class TrialRecord:
     iterations: int
     final_metrics: dict[str, Any]
     checkpoint_path: Path | None
+    checkpoints: list[Path] = field(default_factory=list)  # those Tune kept, oldest first
+    best_checkpoint: Path | None = None  # by checkpoint_score_attribute, when given
 
 
 @dataclass
 class TuneRunResult:
+    """Our summary of a Tune run, and Tune's own `ResultGrid` for anything beyond it."""
+
     trials: list[TrialRecord]
     experiment_path: Path
     wall_time_s: float = 0.0
+    result_grid: Any = None  # ray.tune.ResultGrid
 
 
 def normalize_stop(stop: Mapping[str, float] | int) -> dict[str, float]:
@@ -215,10 +220,15 @@ def _metrics_callback(context: RunContext, target: int | None):
     from ray import tune
 
     class HarnessMetricsCallback(tune.Callback):
-        """Runs in the driver: one compact row per trial result, tagged with trial id and seed."""
+        """Runs in the driver: one compact row per trial result, tagged with trial id and seed.
+
+        Also notes which trials Tune completed: a trial stopped by its criterion, a stopper
+        or a scheduler completes; one cut short by Ctrl-C never does.
+        """
 
         def __init__(self) -> None:
             self.log = MetricsLog(context.results_dir / METRICS_NAME)
+            self.completed: set[str] = set()
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
             row = {"trial_id": trial.trial_id, "seed": _trial_seed(trial.config)}
@@ -226,7 +236,26 @@ def _metrics_callback(context: RunContext, target: int | None):
             self.log.append(row)
             print(progress_line(f"{context.run_id}/{trial.trial_id}", row, target), flush=True)
 
+        def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+            self.completed.add(trial.trial_id)
+
     return HarnessMetricsCallback()
+
+
+def _stopper(stop: dict[str, float], stopper: Any):
+    """Tune's stop argument: our criteria, or-ed with the caller's stopper if any."""
+    if stopper is None:
+        return stop
+    from ray import tune
+
+    class StopCriteriaOrStopper(tune.Stopper):
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            return should_stop(flatten(result), stop) or bool(stopper(trial_id, result))
+
+        def stop_all(self) -> bool:
+            return bool(stopper.stop_all()) if isinstance(stopper, tune.Stopper) else False
+
+    return StopCriteriaOrStopper()
 
 
 def _fit_keeping_signal_handlers(tuner):
@@ -256,6 +285,14 @@ def run_tune(
     checkpoint_every: int = 0,
     max_concurrent_trials: int | None = None,
     apply_plan: bool = True,
+    num_to_keep: int | None = None,
+    checkpoint_score_attribute: str | None = None,
+    checkpoint_score_order: str = "max",
+    stopper: Callable[[str, dict[str, Any]], bool] | None = None,
+    scheduler: Any = None,
+    search_alg: Any = None,
+    metric: str | None = None,
+    mode: str | None = None,
 ) -> TuneRunResult:
     """Run the config under Tune, storing the experiment under artifacts/<run-id>/tune/.
 
@@ -263,6 +300,11 @@ def run_tune(
     without it every trial uses the context's seed. `param_space` adds Tune search
     entries (flat AlgorithmConfig keys). With `context.resume_from` pointing at a Tune
     experiment folder, that experiment is restored and continued instead.
+
+    Passed through to Tune: `num_to_keep`, `checkpoint_score_attribute` / `_order`
+    (CheckpointConfig), `stopper` (a `tune.Stopper` or `(trial_id, result) -> bool`, or-ed
+    with `stop`), `scheduler`, `search_alg`, `metric`, `mode` (TuneConfig). The result
+    holds Tune's `ResultGrid` as `result_grid`.
     """
     from ray import tune
 
@@ -277,14 +319,19 @@ def run_tune(
     config_dict = config.to_dict()
     config_dict.update(space)
     target = int(stop["training_iteration"]) if "training_iteration" in stop else None
+    callback = _metrics_callback(context, target)
     run_config = tune.RunConfig(
         name=TUNE_EXPERIMENT,
         storage_path=str(context.artifacts_dir / TUNE_DIR),
-        stop=stop,
+        stop=_stopper(stop, stopper),
         verbose=0,
-        callbacks=[_metrics_callback(context, target)],
+        callbacks=[callback],
         checkpoint_config=tune.CheckpointConfig(
-            checkpoint_frequency=checkpoint_every, checkpoint_at_end=True
+            checkpoint_frequency=checkpoint_every,
+            checkpoint_at_end=True,
+            num_to_keep=num_to_keep,
+            checkpoint_score_attribute=checkpoint_score_attribute,
+            checkpoint_score_order=checkpoint_score_order,
         ),
     )
     started = time.perf_counter()
@@ -302,14 +349,27 @@ def run_tune(
             param_space=config_dict,
             run_config=run_config,
             tune_config=tune.TuneConfig(
-                num_samples=num_samples, max_concurrent_trials=max_concurrent_trials
+                num_samples=num_samples,
+                max_concurrent_trials=max_concurrent_trials,
+                scheduler=scheduler,
+                search_alg=search_alg,
+                metric=metric,
+                mode=mode,
             ),
         )
     grid = _fit_keeping_signal_handlers(tuner)
     # Tune turns Ctrl-C into a graceful stop and returns normally (trials even count as
-    # terminated): a trial that ended without error short of its stop criterion tells.
+    # terminated): a trial that ended without error and that Tune never completed tells
+    # (a restored experiment's callback is Tune's copy: there, one short of its criterion).
+    restored = context.resume_from is not None
     interrupted = any(
-        not result.error and not should_stop(flatten(result.metrics or {}), stop) for result in grid
+        not result.error
+        and (
+            not should_stop(flatten(result.metrics or {}), stop)
+            if restored
+            else (result.metrics or {}).get("trial_id") not in callback.completed
+        )
+        for result in grid
     )
     trials = []
     for result in grid:
@@ -322,6 +382,10 @@ def run_tune(
                 iterations=int(metrics.get("training_iteration") or 0),
                 final_metrics=metrics,
                 checkpoint_path=Path(result.checkpoint.path) if result.checkpoint else None,
+                checkpoints=sorted(Path(c.path) for c, _ in result.best_checkpoints or []),
+                best_checkpoint=_best_checkpoint(
+                    result, checkpoint_score_attribute, checkpoint_score_order
+                ),
             )
         )
     wall = time.perf_counter() - started
@@ -338,6 +402,7 @@ def run_tune(
             "experiment_path": str(experiment_path),
             "resumed_from": str(context.resume_from) if context.resume_from else None,
             "stop": stop,
+            "checkpoint_score_attribute": checkpoint_score_attribute,
             "trials": [
                 {
                     "trial_id": t.trial_id,
@@ -346,6 +411,8 @@ def run_tune(
                     "iterations": t.iterations,
                     "final_metrics": t.final_metrics,
                     "checkpoint": str(t.checkpoint_path) if t.checkpoint_path else None,
+                    "checkpoints": [str(p) for p in t.checkpoints],
+                    "best_checkpoint": str(t.best_checkpoint) if t.best_checkpoint else None,
                 }
                 for t in trials
             ],
@@ -359,4 +426,14 @@ def run_tune(
     errors = [result.error for result in grid if result.error]
     if errors:
         raise RuntimeError(f"{len(errors)} of {len(trials)} Tune trials failed: {errors[0]}")
-    return TuneRunResult(trials, experiment_path, wall)
+    return TuneRunResult(trials, experiment_path, wall, grid)
+
+
+def _best_checkpoint(result: Any, attribute: str | None, order: str) -> Path | None:
+    if attribute is None or not result.best_checkpoints:
+        return None
+    try:
+        best = result.get_best_checkpoint(attribute, order)
+    except (KeyError, RuntimeError, ValueError):  # the attribute was never reported
+        return None
+    return Path(best.path) if best is not None else None
