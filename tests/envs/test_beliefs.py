@@ -9,7 +9,6 @@ import pytest
 
 from rl_harness.envs.hmm import (
     filter_beliefs,
-    measure,
     next_token_probabilities,
     predict,
     update,
@@ -43,9 +42,6 @@ def test_update_steps_match_filtering_and_measure_is_the_same_step():
     for t in range(30):
         belief = update(model, belief, tokens[:, t])
         np.testing.assert_allclose(belief, beliefs[:, t + 1], atol=1e-12)
-    np.testing.assert_array_equal(
-        measure(model, belief, tokens[:, 0]), update(model, belief, tokens[:, 0])
-    )
     np.testing.assert_allclose(filter_beliefs(model, tokens[0]), beliefs[0])
 
 

@@ -84,7 +84,7 @@ def test_apply_hardware_leaves_science_alone():
     applied = apply_hardware(config, plan)
     assert applied is not config and config.num_env_runners != 4
     assert applied.num_env_runners == 4 and applied.num_gpus_per_learner == 1
-    assert applied.num_envs_per_env_runner == 4  # None in the plan keeps the recipe's value
+    assert applied.num_envs_per_env_runner == 4  # the recipe's choice, not the plan's
     for key in ("lr", "gamma", "train_batch_size_per_learner", "env"):
         assert getattr(applied, key) == getattr(config, key)
 

@@ -18,12 +18,11 @@ PROFILE_NAMES = ("cpu-local", "single-gpu", "multi-gpu", "auto")
 
 @dataclass(frozen=True)
 class HardwarePlan:
-    """RLlib resources for one run. `None` leaves the recipe's own value in place."""
+    """RLlib resources for one run; how many envs each runner steps stays the recipe's."""
 
     profile: str
     requested: str
     num_env_runners: int
-    num_envs_per_env_runner: int | None
     num_learners: int
     num_gpus_per_learner: float
     num_cpus_per_env_runner: int = 1
@@ -78,7 +77,6 @@ def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = No
             name,
             name,
             num_env_runners=0,
-            num_envs_per_env_runner=None,
             num_learners=0,
             num_gpus_per_learner=0,
         )
@@ -89,7 +87,6 @@ def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = No
             name,
             name,
             num_env_runners=runners,
-            num_envs_per_env_runner=None,
             num_learners=0,
             num_gpus_per_learner=1,
         )
@@ -98,7 +95,6 @@ def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = No
         name,
         name,
         num_env_runners=runners,
-        num_envs_per_env_runner=None,
         num_learners=max(2, gpus),
         num_gpus_per_learner=1,
     )
@@ -107,13 +103,10 @@ def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = No
 def apply_hardware(config: AlgorithmConfig, plan: HardwarePlan) -> AlgorithmConfig:
     """A copy of `config` with the plan's resources; scientific settings are untouched."""
     config = config.copy(copy_frozen=False)
-    runner_kwargs: dict[str, Any] = {
-        "num_env_runners": plan.num_env_runners,
-        "num_cpus_per_env_runner": plan.num_cpus_per_env_runner,
-    }
-    if plan.num_envs_per_env_runner is not None:
-        runner_kwargs["num_envs_per_env_runner"] = plan.num_envs_per_env_runner
-    config.env_runners(**runner_kwargs)
+    config.env_runners(
+        num_env_runners=plan.num_env_runners,
+        num_cpus_per_env_runner=plan.num_cpus_per_env_runner,
+    )
     config.learners(num_learners=plan.num_learners, num_gpus_per_learner=plan.num_gpus_per_learner)
     return config
 

@@ -1,7 +1,7 @@
 """Finite hidden Markov models as Gymnasium environments, with exact beliefs.
 
-Model and beliefs: `HMMModel` (immutable, validated), `HMMSample`, `predict`, `update`
-(alias `measure`), `next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`.
+Model and beliefs: `HMMModel` (immutable, validated), `HMMSample`, `predict`, `update`,
+`next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`.
 
 Envs: `HMMEnv` (gymnasium.Env) and `HMMVectorEnv` (N copies in one NumPy call, next-step
 autoreset), both built from the same JSON-serializable env_config (see `HMMEnvConfig`):
@@ -53,7 +53,6 @@ Randomness: named streams of the reset seed, see `rl_harness.envs.hmm.simulator`
 
 from rl_harness.envs.hmm.beliefs import (
     filter_beliefs,
-    measure,
     next_token_probabilities,
     predict,
     sampled_beliefs,
@@ -85,7 +84,6 @@ __all__ = [
     "Transition",
     "filter_beliefs",
     "load_object",
-    "measure",
     "next_token_probabilities",
     "predict",
     "register_envs",

@@ -45,10 +45,6 @@ def update(model: HMMModel, belief: np.ndarray, token: object) -> np.ndarray:
     return unnormalized / norm
 
 
-# Filtering texts call the Bayes step "measure"; for token matrices it is the same operation.
-measure = update
-
-
 def filter_beliefs(
     model: HMMModel, tokens: object, initial: np.ndarray | None = None
 ) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Finite hidden Markov models in token-labelled (Mealy) form.
 
 A model is a stack of token matrices T with T[k, i, j] = P(next state j, token k | state i).
-The state transition matrix is P = sum_k T[k]; a Moore-form model (transition P plus an
-emission E) converts to it with `HMMModel.from_transition_emission`.
+The state transition matrix is P = sum_k T[k]. A model given as a transition P plus an
+emission E (a Moore machine: each state emits its token, here on entry) converts to it with
+`HMMModel.from_transition_emission`.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class HMMModel:
         """Model from a state chain P (s, s) and emissions E (s, k).
 
         `emitted_by="next"`: the token is emitted by the state entered, T[k, i, j] = P[i, j] E[j, k]
-        (the reference implementation's Moore form). `"current"`: by the state left,
+        (a Moore machine emitting on entry, as MESS3 does). `"current"`: by the state left,
         T[k, i, j] = E[i, k] P[i, j].
         """
         p = _as_float_array(transition, "transition matrix")

@@ -9,8 +9,7 @@ Randomness per copy comes from named streams of the reset seed (rl_harness.seedi
 (the randomized first episode length). Every call on a copy, reset or step, consumes exactly
 one "state" and one "emission" uniform (a reset discards its emission draw), which keeps all
 copies' streams in lockstep, so an auto-reset inside a batch matches a single env's reset.
-"presentation" is reserved for draws that change what the agent is shown but not the process;
-no current option draws from it, and a named stream can be added later without moving these.
+A new source of randomness gets a new stream name, so adding one never moves these draws.
 
 Continuous tasks (`ContinuousTask`, a Box action space) set each copy's transition matrix per
 step: the next state is an inverse-CDF draw from the row of the state before the move (the

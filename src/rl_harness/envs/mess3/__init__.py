@@ -1,7 +1,8 @@
 """MESS3 and friends on top of `rl_harness.envs.hmm`.
 
 Models: `mess3_model(x, alpha)` (paper setting PAPER_X = 0.05, PAPER_ALPHA = 0.85) and
-`control_chain_model(alpha)` (the reference's fixed asymmetric chain; not MESS3).
+`control_chain_model(alpha)` (a fixed asymmetric 3-state chain with MESS3's emissions;
+not MESS3).
 Tasks (in `rl_harness.envs.mess3.tasks`, named in env_config as
 "rl_harness.envs.mess3.tasks:NextTokenTask" etc.): NextTokenTask, CurrentStateTask,
 PassiveTask, ControlledTask, OccupancyControlTask (continuous tilt of the control chain;

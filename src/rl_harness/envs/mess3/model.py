@@ -1,4 +1,4 @@
-"""MESS3 (Marzen & Crutchfield) and the reference implementation's fixed "control" chain.
+"""MESS3 (Marzen & Crutchfield) and the fixed "control chain" with MESS3's emissions.
 
 MESS3 with parameters x and alpha, b = (1 - alpha) / 2 and y = 1 - 2x:
 
@@ -18,8 +18,9 @@ from rl_harness.envs.hmm.model import HMMModel
 PAPER_X = 0.05
 PAPER_ALPHA = 0.85
 
-# The reference implementation's "control" model: a fixed, asymmetric chain (stationary
-# distribution (0.45, 0.45, 0.10)) with MESS3's emission. It is not MESS3.
+# The control chain: a fixed, asymmetric 3-state chain (stationary distribution
+# (0.45, 0.45, 0.10)) that OccupancyControlTask steers, with MESS3's emission. It is not MESS3:
+# its numbers are fixed by hand (taken over from the original RL-Harness experiments).
 CONTROL_CHAIN_TRANSITION = np.array(
     [[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]], dtype=np.float64
 )
@@ -55,7 +56,7 @@ def mess3_model(x: float, alpha: float) -> HMMModel:
 
 
 def control_chain_model(alpha: float) -> HMMModel:
-    """The reference "control" model: CONTROL_CHAIN_TRANSITION with MESS3 emissions,
+    """The control chain: CONTROL_CHAIN_TRANSITION with MESS3 emissions,
     started from its stationary distribution."""
     return HMMModel.from_transition_emission(
         CONTROL_CHAIN_TRANSITION,

@@ -120,7 +120,7 @@ class OccupancyControlTask:
     """Steer the hidden chain with a continuous tilt; paid for time in `occupancy_states`.
 
     The model's transition matrix is the base chain B (the study uses
-    `control_chain_model(alpha)`: the reference's control chain with MESS3 emissions); it
+    `control_chain_model(alpha)`: the fixed control chain with MESS3 emissions); it
     must have 3 states. Action a = (a0, a1) in [-w_max, w_max]^2 (out-of-range actions are
     clipped by the env) executes U_a (see `rl_harness.envs.mess3.control`). Reward for the
     step that leaves state s:
