@@ -19,8 +19,8 @@ PAPER_X = 0.05
 PAPER_ALPHA = 0.85
 
 # The control chain: a fixed, asymmetric 3-state chain (stationary distribution
-# (0.45, 0.45, 0.10)) that OccupancyControlTask steers, with MESS3's emission. It is not MESS3:
-# its numbers are fixed by hand (taken over from the original RL-Harness experiments).
+# (0.45, 0.45, 0.10)) with MESS3's emission, the base chain OccupancyControlTask steers.
+# It is not MESS3 (no x parameter; its numbers are fixed).
 CONTROL_CHAIN_TRANSITION = np.array(
     [[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]], dtype=np.float64
 )
