@@ -8,6 +8,8 @@ import os
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.pop("RAY_ADDRESS", None)
+# Workers reuse this interpreter, as the harness's own local Ray does (no `uv run` per worker).
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 # Tiny test networks: one intra-op thread beats oversubscribing 2 cores (measured 4.2 s vs
 # 0.47 s per PPO iteration under load). Set before torch loads; subprocesses inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -48,3 +48,52 @@ def run(context):
     result = run_algorithm(config, context, stop=1)
     return {"iterations": result.iterations}
 """
+
+# A real PPO run slow enough to signal mid-training: each iteration waits half a second after
+# training (inside the iteration, as a recipe's own per-iteration work would), 6 in all.
+PPO_SIGNALLED = """
+import time
+from ray.rllib.algorithms.ppo import PPOConfig
+from rl_harness import run_algorithm
+
+BUDGET = 6
+
+def run(context):
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+    )
+    result = run_algorithm(
+        config, context, stop=BUDGET, on_iteration=lambda algo, result: time.sleep(0.5)
+    )
+    return {"iterations": result.iterations}
+"""
+
+# The same under Tune; each trial also records the interpreter its worker runs.
+PPO_TUNE_SIGNALLED = """
+import sys
+import time
+from ray.rllib.algorithms.ppo import PPOConfig
+from rl_harness import run_tune
+
+BUDGET = 6
+
+def _slow_and_tell(algorithm, result, **kwargs):
+    result["worker_executable"] = sys.executable
+    time.sleep(0.5)
+
+def run(context):
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .callbacks(on_train_result=_slow_and_tell)
+    )
+    result = run_tune(config, context, stop=BUDGET)
+    return {"trials": len(result.trials)}
+"""

@@ -131,6 +131,7 @@ def _valid_run_id(run_id: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    process_exits = argv is None  # the console script: the process ends with this call
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
         return _run_tool(argv[0], argv[1:])
@@ -156,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         ray_address=args.ray_address or os.environ.get("RAY_ADDRESS") or None,
         upload_artifacts=args.upload,
     )
+    if options.ray_address is None:
+        from rl_harness.harness.rayinit import prefer_driver_environment
+
+        prefer_driver_environment()  # before the recipe imports Ray
     try:
         recipe = load_recipe(args.target)
     except RecipeError as error:
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # the recipe module itself failed to import
         return fail(f"importing {args.target} failed: {type(error).__name__}: {error}")
     try:
-        return execute_recipe(recipe, options, ["rl-harness", *argv])
+        return execute_recipe(recipe, options, ["rl-harness", *argv], process_exits=process_exits)
     except (RecipeError, FileExistsError, ValueError) as error:  # options make_context refused
         return fail(str(error))
 

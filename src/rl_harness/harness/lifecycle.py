@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import traceback
 from collections.abc import Mapping
@@ -11,8 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rl_harness.harness import interrupts
 from rl_harness.harness.atomic import write_json_atomic, write_text_atomic
 from rl_harness.harness.context import RunContext, make_context
+from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RunInterrupted
 from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
 from rl_harness.harness.recipe import Recipe, RecipeError
 from rl_harness.harness.redaction import redact_env
@@ -20,14 +21,6 @@ from rl_harness.harness.redaction import redact_env
 UploadMode = Literal["auto", "always", "never"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
-
-
-class RunInterrupted(BaseException):
-    """Raised in the main thread on SIGTERM, so the run ends as `interrupted`."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"received {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -90,6 +83,10 @@ def _error_record(error: BaseException, context: RunContext) -> dict[str, Any]:
     }
 
 
+def _interrupt_record(kind: str, signal_name: str) -> dict[str, Any]:
+    return {"type": kind, "signal": signal_name, "message": f"received {signal_name}"}
+
+
 def _save_result(context: RunContext, result: Any) -> None:
     if isinstance(result, Mapping):
         try:
@@ -104,8 +101,15 @@ def _ray_initialized() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-def execute_recipe(recipe: Recipe, options: RunOptions, argv: list[str]) -> int:
-    """Run `recipe` once with full provenance; returns the process exit code."""
+def execute_recipe(
+    recipe: Recipe, options: RunOptions, argv: list[str], *, process_exits: bool = False
+) -> int:
+    """Run `recipe` once with full provenance; returns the process exit code.
+
+    `process_exits`: the caller exits right after (the CLI command), so stop signals stay
+    ignored instead of getting their old handlers back: a late SIGTERM cannot turn the exit
+    code of a recorded run into a plain kill.
+    """
     b2 = storage_config(options.upload_artifacts)
     context = make_context(
         recipe.experiment_dir,
@@ -129,34 +133,33 @@ def execute_recipe(recipe: Recipe, options: RunOptions, argv: list[str]) -> int:
         flush=True,
     )
 
-    def on_sigterm(signum: int, _frame: Any) -> None:
-        raise RunInterrupted(signum)
-
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    status, error, code = "failed", None, EXIT_FAILED
+    previous = interrupts.install()
+    status, error, code = FAILED, None, EXIT_FAILED
     try:
         try:
             _save_result(context, recipe.run(context))
-            status, code = "completed", EXIT_OK
+            status, code = COMPLETED, EXIT_OK
         except RunInterrupted as interrupt:
-            status, code = "interrupted", 128 + interrupt.signum
-            error = {"type": "RunInterrupted", "message": str(interrupt)}
-        except KeyboardInterrupt:
-            status, code = "interrupted", EXIT_SIGINT
-            error = {"type": "KeyboardInterrupt", "message": "received SIGINT"}
+            status, code = INTERRUPTED, interrupt.exit_code
+            error = _interrupt_record(type(interrupt).__name__, interrupt.signal_name)
+        except KeyboardInterrupt:  # raised by the recipe itself, or SIGINT outside our handler
+            status, code = INTERRUPTED, EXIT_SIGINT
+            error = _interrupt_record("KeyboardInterrupt", "SIGINT")
+        except SystemExit as exit_:  # a recipe calling sys.exit() did not complete
+            error = {"type": "SystemExit", "message": f"sys.exit({exit_.code!r}) in the recipe"}
         except Exception as failure:  # the recipe's own failure: record it, show it
             error = _error_record(failure, context)
             print(redact_env("".join(traceback.format_exception(failure))), file=sys.stderr)
         finally:
-            # Ignore a second SIGTERM while we record how the run ended.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            if not ray_was_up and _ray_initialized():
-                sys.modules["ray"].shutdown()
-            if b2 is not None:
-                manifest["artifacts"]["remote"] = _mirror(b2, context, manifest)
-            write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
+            # A signal now only gets a note: records are written whatever arrives.
+            with interrupts.held():
+                if not ray_was_up and _ray_initialized():
+                    sys.modules["ray"].shutdown()
+                if b2 is not None:
+                    manifest["artifacts"]["remote"] = _mirror(b2, context, manifest)
+                write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        interrupts.restore(previous, ignore=process_exits)
     print(f"[{context.run_id}] {status}: {context.results_dir}", flush=True)
     return code

@@ -14,6 +14,7 @@ from rl_harness.harness.atomic import read_json, write_json_atomic, write_text_a
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts
+from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
 
 MANIFEST_NAME = "run_manifest.json"
 KEY_PACKAGES = ("ray", "torch", "gymnasium", "numpy")
@@ -109,7 +110,7 @@ def start_manifest(
     return {
         "schema_version": 1,
         "run_id": context.run_id,
-        "status": "running",
+        "status": RUNNING,
         "experiment": {
             "module": context.experiment_module,
             "source_file": str(source_file),
@@ -160,7 +161,7 @@ def finish_manifest(
     error: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of an ended run: `completed`, `failed` (with error) or `interrupted`."""
-    if status not in ("completed", "failed", "interrupted"):
+    if status not in FINAL_STATUSES:
         raise ValueError(f"not a final status: {status!r}")
     ended = dt.datetime.now(dt.UTC)
     started = dt.datetime.fromisoformat(manifest["started_at"])

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rl_harness.harness import interrupts
 from rl_harness.harness.atomic import write_json_atomic
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.hardware import apply_hardware
+from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunInterrupted
 from rl_harness.harness.metrics import (
     METRICS_NAME,
     MetricsLog,
@@ -97,15 +99,10 @@ def prepare_config(
 
 
 def ensure_ray(context: RunContext) -> None:
-    """Connect to the context's cluster, or start a local Ray, once per process."""
-    import ray
+    """Connect to the context's cluster, or start a local Ray, once per process (rayinit.py)."""
+    from rl_harness.harness.rayinit import start_ray
 
-    if ray.is_initialized():
-        return
-    if context.ray_address:
-        ray.init(address=context.ray_address, log_to_driver=True)
-    else:
-        ray.init(include_dashboard=False)
+    start_ray(context.ray_address)
 
 
 def resolve_checkpoint(path: Path) -> Path:
@@ -144,8 +141,9 @@ def run_algorithm(
 ) -> RunResult:
     """Build the algorithm and train it until `stop`, recording every iteration.
 
-    `checkpoint_every=k` saves every k iterations; a final checkpoint is always saved,
-    also when the run is interrupted. With `context.resume_from`, training continues
+    `checkpoint_every=k` saves every k iterations; a final checkpoint is saved once training
+    has started, also when the run is interrupted (SIGTERM/SIGINT take effect between
+    iterations, see interrupts.py). With `context.resume_from`, training continues
     from that checkpoint (its iteration count and weights).
     """
     stop = normalize_stop(stop)
@@ -156,55 +154,85 @@ def run_algorithm(
     started = time.perf_counter()
     metrics = MetricsLog(context.results_dir / METRICS_NAME)
     target = stop.get("training_iteration")
-    algo = config.build_algo()
+    algo: Algorithm | None = None
     checkpoints: list[Path] = []
     row: dict[str, Any] = {}
-    status = "running"
+    status = RUNNING
     try:
+        algo = config.build_algo()
         if context.resume_from is not None:
             checkpoint = resolve_checkpoint(context.resume_from)
             algo.restore_from_path(str(checkpoint))
             print(f"[{context.run_id}] resumed from {checkpoint} at iteration {algo.iteration}")
         while not should_stop({"training_iteration": algo.iteration}, stop):
-            result = algo.train()
-            row = compact_metrics(result)
-            metrics.append(row)
-            print(progress_line(context.run_id, row, int(target) if target else None), flush=True)
-            if on_iteration is not None:
-                on_iteration(algo, result)
-            if checkpoint_every and algo.iteration % checkpoint_every == 0:
-                checkpoints.append(_save(algo, context, algo.iteration))
+            # A stop signal lands between iterations: checkpoints hold whole iterations.
+            with interrupts.deferred():
+                result = algo.train()
+                row = compact_metrics(result)
+                metrics.append(row)
+                print(
+                    progress_line(context.run_id, row, int(target) if target else None),
+                    flush=True,
+                )
+                if on_iteration is not None:
+                    on_iteration(algo, result)
+                if checkpoint_every and algo.iteration % checkpoint_every == 0:
+                    checkpoints.append(_save(algo, context, algo.iteration))
             if should_stop(flatten(result), stop):
                 break
-        status = "completed"
-    except (KeyboardInterrupt, SystemExit):
-        status = "interrupted"
+        status = COMPLETED
+    except (RunInterrupted, KeyboardInterrupt, SystemExit):
+        status = INTERRUPTED
         raise
     except Exception:
-        status = "failed"
+        status = FAILED
         raise
     finally:
-        if status != "failed" and (not checkpoints or checkpoints[-1].name != _iter_name(algo)):
-            checkpoints.append(_save(algo, context, algo.iteration))
-        wall = time.perf_counter() - started
-        _write_summary(
-            context,
-            {
-                "runner": "direct",
-                "status": status,
-                "iterations": algo.iteration,
-                "final_metrics": row,
-                "checkpoints": [str(p) for p in checkpoints],
-                "final_checkpoint": str(checkpoints[-1]) if checkpoints else None,
-                "resumed_from": str(context.resume_from) if context.resume_from else None,
-                "stop": stop,
-                "wall_time_s": round(wall, 3),
-            },
-        )
-        algo.stop()
+        with interrupts.held():  # a second signal must not cut the final save short
+            _finish_direct(context, algo, status, checkpoints, row, stop, started)
+    iterations = algo.iteration
     return RunResult(
-        row, algo.iteration, checkpoints[-1] if checkpoints else None, checkpoints, wall
+        row, iterations, checkpoints[-1] if checkpoints else None, checkpoints, _elapsed(started)
     )
+
+
+def _elapsed(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def _finish_direct(
+    context: RunContext,
+    algo: Algorithm | None,
+    status: str,
+    checkpoints: list[Path],
+    row: dict[str, Any],
+    stop: Mapping[str, float],
+    started: float,
+) -> None:
+    """Final checkpoint (once training started, unless it failed), summary, stop the algo."""
+    trained = algo is not None and algo.iteration > 0
+    if (
+        trained
+        and status != FAILED
+        and (not checkpoints or checkpoints[-1].name != _iter_name(algo))
+    ):
+        checkpoints.append(_save(algo, context, algo.iteration))
+    _write_summary(
+        context,
+        {
+            "runner": "direct",
+            "status": status,
+            "iterations": algo.iteration if algo is not None else 0,
+            "final_metrics": row,
+            "checkpoints": [str(p) for p in checkpoints],
+            "final_checkpoint": str(checkpoints[-1]) if checkpoints else None,
+            "resumed_from": str(context.resume_from) if context.resume_from else None,
+            "stop": stop,
+            "wall_time_s": round(_elapsed(started), 3),
+        },
+    )
+    if algo is not None:
+        algo.stop()
 
 
 def _iter_name(algo: Algorithm) -> str:
@@ -261,14 +289,16 @@ def _stopper(stop: dict[str, float], stopper: Any):
 def _fit_keeping_signal_handlers(tuner):
     """`tuner.fit()`, then put back the SIGINT/SIGUSR1 handlers Tune leaves installed.
 
-    Without this, after one Tune run every later Ctrl-C in the process is swallowed.
+    Without this, after one Tune run every later Ctrl-C in the process is swallowed. During
+    the fit, SIGTERM asks Tune to stop gracefully, as Ctrl-C does (interrupts.tune_mode).
     """
     names = ("SIGINT", "SIGUSR1")
     signums = [getattr(signal, name) for name in names if hasattr(signal, name)]
     in_main = threading.current_thread() is threading.main_thread()
     saved = {signum: signal.getsignal(signum) for signum in signums} if in_main else {}
     try:
-        return tuner.fit()
+        with interrupts.tune_mode():
+            return tuner.fit()
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
@@ -358,6 +388,13 @@ def run_tune(
             ),
         )
     grid = _fit_keeping_signal_handlers(tuner)
+    with interrupts.held():  # a signal now must not cut the summary short
+        return _finish_tune(context, grid, stop, started)
+
+
+def _finish_tune(
+    context: RunContext, grid: Any, stop: dict[str, float], started: float
+) -> TuneRunResult:
     # Tune turns Ctrl-C into a graceful stop and returns normally (trials even count as
     # terminated): a trial that ended without error and that Tune never completed tells
     # (a restored experiment's callback is Tune's copy: there, one short of its criterion).
@@ -378,7 +415,7 @@ def run_tune(
             TrialRecord(
                 trial_id=str((result.metrics or {}).get("trial_id")),
                 seed=_trial_seed(result.config or {}),
-                status="failed" if result.error else "completed",
+                status=FAILED if result.error else COMPLETED,
                 iterations=int(metrics.get("training_iteration") or 0),
                 final_metrics=metrics,
                 checkpoint_path=Path(result.checkpoint.path) if result.checkpoint else None,
@@ -394,11 +431,11 @@ def run_tune(
         context,
         {
             "runner": "tune",
-            "status": "interrupted"
+            "status": INTERRUPTED
             if interrupted
-            else "failed"
-            if any(t.status == "failed" for t in trials)
-            else "completed",
+            else FAILED
+            if any(t.status == FAILED for t in trials)
+            else COMPLETED,
             "experiment_path": str(experiment_path),
             "resumed_from": str(context.resume_from) if context.resume_from else None,
             "stop": stop,
@@ -420,9 +457,13 @@ def run_tune(
         },
     )
     if interrupted:
-        raise KeyboardInterrupt(
-            f"Tune run stopped early; restore with --resume-from {experiment_path}"
+        signum = interrupts.stop_requested() or signal.SIGINT
+        print(
+            f"[{context.run_id}] Tune run stopped early; continue it with "
+            f"--resume-from {experiment_path}",
+            flush=True,
         )
+        raise RunInterrupted(signum)
     errors = [result.error for result in grid if result.error]
     if errors:
         raise RuntimeError(f"{len(errors)} of {len(trials)} Tune trials failed: {errors[0]}")

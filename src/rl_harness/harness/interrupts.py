@@ -1,0 +1,157 @@
+"""How a run ends under SIGTERM/SIGINT: one status vocabulary, one interrupt, one handler.
+
+The lifecycle installs `handle_stop_signal` for SIGTERM and SIGINT. The first signal of a run
+raises `RunInterrupted` (immediately, or after the current training iteration while the direct
+runner defers it, or by asking Tune to stop gracefully during `tuner.fit()`); later signals
+only print a note, so the cleanup that saves the final checkpoint and writes the records is
+never cut short. SIGKILL remains the way to force an exit.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
+RUNNING: Final = "running"
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+INTERRUPTED: Final = "interrupted"
+FINAL_STATUSES: Final = (COMPLETED, FAILED, INTERRUPTED)
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+Handler = Callable[[int, Any], Any] | int | None
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by SIGTERM or SIGINT. A KeyboardInterrupt, so every `except
+    KeyboardInterrupt` treats a polite kill like Ctrl-C; it names its signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        super().__init__(f"received {self.signal_name}")
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # 143 for SIGTERM, 130 for SIGINT, as shells report
+
+
+@dataclass
+class _State:
+    received: int | None = None  # the run's first stop signal
+    defer: bool = False  # direct runner inside algo.train(): stop after the iteration
+    tune: bool = False  # inside tuner.fit(): ask Tune to stop gracefully
+
+
+_state = _State()
+
+
+def _note(text: str) -> None:
+    print(f"rl-harness: {text}", file=sys.stderr, flush=True)
+
+
+def handle_stop_signal(signum: int, frame: Any) -> None:
+    """The run's SIGTERM/SIGINT handler (see the module docstring)."""
+    name = signal.Signals(signum).name
+    if _state.received is not None:
+        _note(f"{name} while stopping: finishing the records first (SIGKILL forces an exit)")
+        return
+    _state.received = signum
+    if _state.tune:
+        tune_handler = signal.getsignal(signal.SIGINT)
+        if callable(tune_handler) and tune_handler is not handle_stop_signal:
+            _note(f"{name}: asking Tune to stop (it saves the experiment state)")
+            tune_handler(signal.SIGINT, frame)
+        return
+    if _state.defer:
+        _note(f"{name}: stopping once the current step ends, then saving a checkpoint")
+        return
+    raise RunInterrupted(signum)
+
+
+def in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def install() -> dict[int, Handler]:
+    """Install the stop handler for a new run; returns the handlers to `restore` after it."""
+    _state.received, _state.defer, _state.tune = None, False, False
+    if not in_main_thread():
+        return {}
+    return {signum: signal.signal(signum, handle_stop_signal) for signum in STOP_SIGNALS}
+
+
+def restore(previous: dict[int, Handler], *, ignore: bool = False) -> None:
+    """Put back the handlers `install` replaced (`ignore`: ignore stop signals instead)."""
+    _state.received, _state.defer, _state.tune = None, False, False
+    for signum, handler in previous.items():
+        if ignore:
+            handler = signal.SIG_IGN
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def reinstall_after(saved: Handler) -> None:
+    """Put back the SIGTERM handler `ray.init()` replaced.
+
+    Ray swaps in `sys.exit(15)` and its core worker adds a native handler that prints a stack
+    trace; `signal.signal` re-registers Python's own C handler, removing both.
+    """
+    if in_main_thread() and saved is not None:
+        signal.signal(signal.SIGTERM, saved)
+
+
+def stop_requested() -> int | None:
+    """The stop signal received so far in this run, if any."""
+    return _state.received
+
+
+def raise_if_stopping() -> None:
+    if _state.received is not None:
+        raise RunInterrupted(_state.received)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Within the block a stop signal is only noted (for cleanup that must finish)."""
+    before, _state.defer = _state.defer, True
+    try:
+        yield
+    finally:
+        _state.defer = before
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Like `held`, then stop on leaving the block if a signal came.
+
+    The direct runner wraps each iteration (train, record, periodic checkpoint): the final
+    checkpoint then holds whole iterations only, and a resumed run's first iteration follows
+    the saved one exactly.
+    """
+    with held():
+        yield
+    raise_if_stopping()
+
+
+@contextmanager
+def tune_mode() -> Iterator[None]:
+    """Within `tuner.fit()`: SIGTERM asks Tune to stop as Ctrl-C does (Tune owns SIGINT then)."""
+    saved = signal.signal(signal.SIGTERM, handle_stop_signal) if in_main_thread() else None
+    if saved is not handle_stop_signal:  # called outside a CLI run: nothing received yet
+        _state.received = None
+    _state.tune = True
+    try:
+        yield
+    finally:
+        _state.tune = False
+        if saved is not None:
+            signal.signal(signal.SIGTERM, saved)
