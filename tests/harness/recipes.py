@@ -72,14 +72,17 @@ def run(context):
     return {"iterations": result.iterations}
 """
 
-# The same under Tune; each trial also records the interpreter its worker runs.
+# The same under Tune; each trial also records the interpreter its worker runs. This file is
+# not importable in Tune's workers, so its callback travels by value.
 PPO_TUNE_SIGNALLED = """
 import sys
 import time
+from ray import cloudpickle
 from ray.rllib.algorithms.ppo import PPOConfig
 from rl_harness import run_tune
 
 BUDGET = 6
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 def _slow_and_tell(algorithm, result, **kwargs):
     result["worker_executable"] = sys.executable

@@ -7,6 +7,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rl_harness.harness.redaction import redact_url
+
 
 @dataclass(frozen=True)
 class GitIdentity:
@@ -96,6 +98,7 @@ def git_identity(path: Path) -> GitIdentity | None:
     untracked = _untracked(root)
     diff = working_tree_patch(root, untracked) if status.strip() and commit else ""
     remote = (_git(root, "config", "--get", "remote.origin.url") or "").strip() or None
+    remote = redact_url(remote) if remote else None  # https://user:TOKEN@host: no token
     return GitIdentity(
         root=str(root),
         commit=commit,

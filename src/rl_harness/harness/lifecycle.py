@@ -16,7 +16,7 @@ from rl_harness.harness.context import RunContext, make_context
 from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RunInterrupted
 from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
 from rl_harness.harness.recipe import Recipe, RecipeError
-from rl_harness.harness.redaction import redact_env
+from rl_harness.harness.redaction import redact_env, redact_record
 
 UploadMode = Literal["auto", "always", "never"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -93,7 +93,7 @@ def _save_result(context: RunContext, result: Any) -> None:
             json.dumps(result, default=str)
         except (TypeError, ValueError):
             return
-        write_json_atomic(context.results_dir / "result.json", dict(result))
+        write_json_atomic(context.results_dir / "result.json", redact_record(dict(result)))
 
 
 def _ray_initialized() -> bool:

@@ -15,6 +15,7 @@ from rl_harness.harness.context import RunContext
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
+from rl_harness.harness.redaction import redact_record
 
 MANIFEST_NAME = "run_manifest.json"
 KEY_PACKAGES = ("ray", "torch", "gymnasium", "numpy")
@@ -147,7 +148,8 @@ def manifest_path(results_dir: Path) -> Path:
 
 
 def write_manifest(results_dir: Path, manifest: dict[str, Any]) -> None:
-    write_json_atomic(manifest_path(results_dir), manifest)
+    """Write atomically, every string redacted (argv, URLs, error messages hold no secret)."""
+    write_json_atomic(manifest_path(results_dir), redact_record(manifest))
 
 
 def read_manifest(results_dir: Path) -> dict[str, Any]:
