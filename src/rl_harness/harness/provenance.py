@@ -57,6 +57,46 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def imported_sources(root: Path, *, exclude: Path | None = None) -> dict[str, str]:
+    """sha256 of every imported module's .py file under `root` (not under `exclude`, nor in
+    a virtual environment or site-packages there), keyed by its path relative to `root`."""
+    root = Path(root).resolve()
+    sources: dict[str, str] = {}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        path = Path(file).resolve()
+        if not path.is_relative_to(root) or (exclude is not None and path.is_relative_to(exclude)):
+            continue
+        relative = path.relative_to(root)
+        if "site-packages" in relative.parts or any(p.startswith(".") for p in relative.parts):
+            continue
+        if path.is_file():
+            sources[relative.as_posix()] = sha256_file(path)
+    return dict(sorted(sources.items()))
+
+
+def record_sources(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with the sha256 of every experiment and library source imported so far
+    (added to what was recorded before: modules a recipe imports while running count too)."""
+    experiment, library = manifest["experiment"], manifest["library"]
+    root = Path(manifest["experiment_repo"]["root"] or experiment["dir"])
+    lib = library_root()
+    return {
+        **manifest,
+        "experiment": {
+            **experiment,
+            "sources_root": str(root),
+            "sources": {**imported_sources(root, exclude=lib), **experiment.get("sources", {})},
+        },
+        "library": {
+            **library,
+            "sources": {**imported_sources(lib), **library.get("sources", {})},
+        },
+    }
+
+
 def library_root() -> Path:
     import rl_harness
 
@@ -108,7 +148,7 @@ def start_manifest(
         if same_repo
         else _save_patch(library_git, context.results_dir, "library_repo.patch")
     )
-    return {
+    manifest = {
         "schema_version": 1,
         "run_id": context.run_id,
         "status": RUNNING,
@@ -141,6 +181,7 @@ def start_manifest(
         "error": None,
         "artifacts": {"local": str(context.artifacts_dir), "remote": None},
     }
+    return record_sources(manifest)
 
 
 def manifest_path(results_dir: Path) -> Path:
@@ -168,7 +209,7 @@ def finish_manifest(
     ended = dt.datetime.now(dt.UTC)
     started = dt.datetime.fromisoformat(manifest["started_at"])
     return {
-        **manifest,
+        **record_sources(manifest),
         "status": status,
         "error": error,
         "ended_at": ended.isoformat(timespec="milliseconds"),

@@ -2,9 +2,12 @@
 
 The rule for code that differs from the record:
 
-- refuse (unless --force) when the experiment source file's sha256 differs, or when the
-  experiment repo has uncommitted code changes whose patch hash differs from the recorded one;
-- warn when the experiment repo commit, the library commit or its uncommitted changes, the
+- refuse (unless --force) when the experiment source file's sha256 differs, or any other
+  experiment-repo source the run imported (a study's shared.py), naming the files, or when
+  the experiment repo has uncommitted code changes whose patch hash differs from the recorded
+  one;
+- warn when a library module the run imported differs, when the experiment repo commit, the
+  library commit or its uncommitted changes, the
   library version, the lockfile hash or a key package version differ, or when the recorded
   run had uncommitted changes and the tree is clean now.
 """
@@ -65,10 +68,34 @@ def _differs(what: str, recorded: Any, now: Any) -> str:
     return f"{what} differs: recorded {label(recorded)}, now {label(now)}"
 
 
+def changed_sources(recorded: dict[str, str], root: Path) -> list[str]:
+    """Recorded files (relative to `root`) that are missing or whose sha256 differs now."""
+    return [
+        name
+        for name, digest in sorted(recorded.items())
+        if not (root / name).is_file() or sha256_file(root / name) != digest
+    ]
+
+
+def _sources_root(record: RunRecord, source: Path) -> Path:
+    """Where the recorded experiment sources live here: the checkout holding the leaf."""
+    recorded_root = record.section("experiment").get("sources_root")
+    here = find_git_root(source)
+    return here if here is not None else Path(str(recorded_root or source.parent))
+
+
 def check_code(record: RunRecord) -> CodeCheck:
     source = locate_source(record)
     check = CodeCheck(source)
     experiment = record.section("experiment")
+    changed = changed_sources(experiment.get("sources") or {}, _sources_root(record, source))
+    if changed:
+        check.blockers.append(f"experiment sources differ from the record: {', '.join(changed)}")
+    library_changed = changed_sources(
+        record.section("library").get("sources") or {}, library_root()
+    )
+    if library_changed:
+        check.warnings.append(f"library modules differ: {', '.join(library_changed)}")
     if sha256_file(source) != experiment.get("source_sha256"):
         check.blockers.append(
             _differs(
