@@ -186,3 +186,17 @@ def test_results_and_artifacts_dirs_can_be_overridden(tmp_path: Path, capsys):
     assert code == 0
     assert (res / "r1" / "run_manifest.json").exists() and (art / "r1" / "blob.bin").exists()
     assert not (leaf.parent / "results").exists()
+
+
+def test_records_follow_the_umask(tmp_path: Path, capsys):
+    """Teammates on a shared machine can read the records (not the 0600 of a temp file)."""
+    leaf = _leaf(tmp_path, recipes.QUICK)
+    previous = os.umask(0o022)
+    try:
+        assert main([str(leaf)]) == 0
+    finally:
+        os.umask(previous)
+    run_dir = _only_run(leaf)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in run_dir.iterdir() if p.is_file()}
+    assert modes["run_manifest.json"] == modes["result.json"] == 0o644
+    assert set(modes.values()) == {0o644}

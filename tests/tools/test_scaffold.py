@@ -39,6 +39,7 @@ def test_new_repo_is_complete_and_committed(tmp_path: Path, capsys):
     assert f"created {repo}" in capsys.readouterr().out
     for name in ("pyproject.toml", ".gitignore", "README.md", "AGENTS.md", LEAF_PATH):
         assert (repo / name).is_file(), name
+    assert (repo / ".python-version").read_text() == "3.13\n"
     for package in ("experiments", "experiments/example_study", "experiments/example_study/smoke"):
         assert (repo / package / "__init__.py").is_file()
     assert _git(repo, "log", "--format=%s") == "Scaffold experiment repo (rl-harness new)"

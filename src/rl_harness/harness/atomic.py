@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file in the same folder, fsync it, then rename over `path`."""
+    """Write `data` to a temp file in the same folder, fsync it, then rename over `path`.
+
+    The file gets the mode a plain `open()` would (0666 less the umask), so teammates on a
+    shared machine can read the records; `tempfile.mkstemp` would make it 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -29,6 +29,9 @@ class ScaffoldError(UsageError):
     """Bad input or a failed step: printed as one line, exit code 2."""
 
 
+PYTHON_VERSION = "3.13"
+
+
 def library_checkout() -> Path | None:
     """The git checkout holding the running rl_harness package, if it is one."""
     root = find_git_root(library_root())
@@ -182,6 +185,7 @@ class Scaffold:
     def files(self) -> dict[str, str]:
         return {
             "pyproject.toml": pyproject_text(self.name, self.library_source),
+            ".python-version": PYTHON_VERSION + "\n",  # as `uv init` and the library do
             ".gitignore": GITIGNORE,
             "README.md": readme_text(self.name, self.library_source),
             "AGENTS.md": AGENTS,
