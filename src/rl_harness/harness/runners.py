@@ -388,13 +388,6 @@ def run_tune(
             ),
         )
     grid = _fit_keeping_signal_handlers(tuner)
-    with interrupts.held():  # a signal now must not cut the summary short
-        return _finish_tune(context, grid, stop, started)
-
-
-def _finish_tune(
-    context: RunContext, grid: Any, stop: dict[str, float], started: float
-) -> TuneRunResult:
     # Tune turns Ctrl-C into a graceful stop and returns normally (trials even count as
     # terminated): a trial that ended without error and that Tune never completed tells
     # (a restored experiment's callback is Tune's copy: there, one short of its criterion).
