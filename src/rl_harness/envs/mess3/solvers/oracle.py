@@ -1,0 +1,62 @@
+"""The oracle: the hidden state is known. Average-reward value iteration over the continuous
+tilt: relative value iteration on a dense action lattice, then policy iteration whose
+improvement step polishes each state's action continuously (exact evaluation on 3 states)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rl_harness.envs.mess3.solvers.cache import cached, resolve_cache
+from rl_harness.envs.mess3.solvers.common import action_lattice, differential_values, polish
+from rl_harness.envs.mess3.solvers.policies import StatePolicy
+from rl_harness.envs.mess3.solvers.problem import OccupancyProblem
+from rl_harness.envs.mess3.solvers.solution import Solution
+
+_STATES = np.arange(3)
+
+
+def _state_q(problem: OccupancyProblem, h: np.ndarray):
+    """Objective for `polish`: actions (3, C, 2) -> Q(s, a) (3, C), row s for state s."""
+
+    def objective(actions: np.ndarray) -> np.ndarray:
+        tilted, reward = problem.step_terms(actions)  # (3, C, 3, 3), (3, C, 3)
+        rows = tilted[_STATES, :, _STATES]  # (3, C, 3): U_a(. | s)
+        return reward[_STATES, :, _STATES] + rows @ h
+
+    return objective
+
+
+def _solve(problem: OccupancyProblem, per_axis: int) -> tuple[float, dict[str, np.ndarray]]:
+    lattice = action_lattice(problem.w_max, per_axis)
+    tilted, reward = problem.step_terms(lattice)  # (A, 3, 3), (A, 3)
+    h = np.zeros(3)
+    for _ in range(100_000):  # relative value iteration on the lattice
+        q = reward + tilted @ h  # (A, 3)
+        new = q.max(axis=0)
+        change = new - h
+        h = new - new[0]
+        if change.max() - change.min() < 1e-12:
+            break
+    actions = lattice[q.argmax(axis=0)]
+    spacing = 2 * problem.w_max / (per_axis - 1)
+    rho = -np.inf
+    for _ in range(100):  # policy iteration with a continuous improvement step
+        chain_tilt, chain_reward = problem.step_terms(actions)
+        chain = chain_tilt[_STATES, _STATES]
+        new_rho, _, h = differential_values(chain, chain_reward[_STATES, _STATES])
+        if new_rho <= rho + 1e-14:
+            break
+        rho = new_rho
+        actions, _ = polish(_state_q(problem, h), actions, problem.w_max, spacing / 2, 1e-9)
+    return rho, {"actions": actions}
+
+
+def solve_oracle(
+    problem: OccupancyProblem, *, per_axis: int = 81, cache: bool | str | Path = True
+) -> Solution:
+    """Best average reward per step when the hidden state is known, and its `StatePolicy`."""
+    settings = {"solver": "oracle", "problem": problem.settings(), "per_axis": per_axis}
+    value, arrays = cached(resolve_cache(cache), settings, lambda: _solve(problem, per_axis))
+    return Solution("oracle", value, StatePolicy.from_arrays(arrays), settings)

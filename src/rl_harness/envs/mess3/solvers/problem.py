@@ -1,0 +1,81 @@
+"""`OccupancyProblem`: the parameters of the occupancy-control task, and its per-step terms."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rl_harness.envs.mess3.control import row_kl, tilted_transitions
+from rl_harness.envs.mess3.model import (
+    CONTROL_CHAIN_TRANSITION,
+    control_chain_model,
+    mess3_emission,
+)
+from rl_harness.envs.mess3.tasks import OccupancyControlTask
+
+
+@dataclass(frozen=True)
+class OccupancyProblem:
+    """The control chain with MESS3 emissions (alpha) under `OccupancyControlTask`'s reward.
+
+    Validated like the task (one-line ValueError). `env_config(delay)` builds the matching
+    env_config, so a solver's policy can be run in the real env.
+    """
+
+    alpha: float
+    w_max: float
+    beta: float | None = None
+    occupancy_states: tuple[int, ...] = (2,)
+    action_cost: float = 0.0
+    base: np.ndarray = field(init=False, repr=False, compare=False)
+    emission: np.ndarray = field(init=False, repr=False, compare=False)
+    occupancy: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "occupancy_states", tuple(self.occupancy_states))
+        task = OccupancyControlTask(
+            control_chain_model(self.alpha),
+            self.w_max,
+            self.beta,
+            self.occupancy_states,
+            self.action_cost,
+        )
+        object.__setattr__(self, "base", CONTROL_CHAIN_TRANSITION)
+        object.__setattr__(self, "emission", mess3_emission(self.alpha))
+        object.__setattr__(self, "occupancy", task.occupancy)
+
+    def settings(self) -> dict[str, Any]:
+        values = {k: v for k, v in asdict(self).items() if k in _FIELDS}
+        values["occupancy_states"] = list(self.occupancy_states)
+        return values
+
+    def step_terms(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For actions (..., 2): the tilted chains U_a (..., 3, 3) and the reward of leaving
+        each state, occupancy - KL / beta - action_cost * |a|, shape (..., 3)."""
+        actions = np.asarray(actions, dtype=np.float64)
+        tilted = tilted_transitions(self.base, actions)
+        reward = np.broadcast_to(self.occupancy, tilted.shape[:-1]).copy()
+        if self.beta is not None:
+            reward -= row_kl(tilted, self.base) / self.beta
+        if self.action_cost:
+            reward -= self.action_cost * np.sqrt((actions * actions).sum(-1))[..., None]
+        return tilted, reward
+
+    def env_config(self, delay: int, **overrides: Any) -> dict[str, Any]:
+        """The env_config of this problem at observation delay `delay` (plus overrides)."""
+        task_kwargs: dict[str, Any] = {"w_max": self.w_max, "beta": self.beta}
+        task_kwargs["occupancy_states"] = list(self.occupancy_states)
+        task_kwargs["action_cost"] = self.action_cost
+        config = {
+            "model": "rl_harness.envs.mess3:control_chain_model",
+            "model_kwargs": {"alpha": self.alpha},
+            "task": "rl_harness.envs.mess3.tasks:OccupancyControlTask",
+            "task_kwargs": task_kwargs,
+            "observation_delay": delay,
+        }
+        return config | overrides
+
+
+_FIELDS = ("alpha", "w_max", "beta", "occupancy_states", "action_cost")
