@@ -1,40 +1,32 @@
-"""Tune-aware records: a real two-seed Tune run with kept/scored checkpoints, a stopper and a
-scheduler passed through, read back with RunArtifacts (also after the run folders move)."""
+"""Tune-aware records: a real two-seed Tune run made through the CLI, with kept and scored
+checkpoints, a stopper and a scheduler passed through; read back with RunArtifacts (also
+after the run folders move) and compared per trial by `compare_runs`."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
+
+from rl_harness.analysis import RunArtifacts, load_module
+from rl_harness.analysis.comparison import compare_runs
+from rl_harness.harness.cli import main as cli_main
+
+TUNE_RECIPE = """
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.tune.result_grid import ResultGrid
 from ray.tune.schedulers import FIFOScheduler
 
-from rl_harness.analysis import RunArtifacts, load_module
-from rl_harness.harness.context import make_context
-from rl_harness.harness.runners import run_tune
-
-SCORE = "env_runners/episode_return_mean"
-
-
-def tiny_config():
-    from ray.rllib.algorithms.ppo import PPOConfig
-
-    return (
-        PPOConfig()
-        .environment("CartPole-v1")
-        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
-        .rl_module(model_config={"fcnet_hiddens": [8]})
-    )
+from rl_harness import run_tune
 
 
 class CountingScheduler(FIFOScheduler):
-    """Tune's FIFO scheduler, counting the results it was shown."""
-
-    def __init__(self) -> None:
+    def __init__(self):
         super().__init__()
-        self.results = 0
-        self.completed = 0
+        self.results = self.completed = 0
 
     def on_trial_result(self, tune_controller, trial, result):
         self.results += 1
@@ -45,17 +37,20 @@ class CountingScheduler(FIFOScheduler):
         return super().on_trial_complete(tune_controller, trial, result)
 
 
-def stop_seed_12_early(trial_id: str, result: dict) -> bool:
+def stop_seed_12_early(trial_id, result):
     return result["config"]["seed"] == 12 and result["training_iteration"] >= 2
 
 
-@pytest.fixture(scope="module")
-def tune_run(ray_session, tmp_path_factory):
-    leaf = tmp_path_factory.mktemp("tune_leaf")
-    context = make_context(leaf, seed=3)
+def run(context):
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+    )
     scheduler = CountingScheduler()
     result = run_tune(
-        tiny_config(),
+        config,
         context,
         stop=3,
         seeds=[11, 12],
@@ -65,59 +60,103 @@ def tune_run(ray_session, tmp_path_factory):
         stopper=stop_seed_12_early,
         scheduler=scheduler,
     )
-    return leaf, context, result, scheduler
+    return {
+        "grid": isinstance(result.result_grid, ResultGrid) and len(result.result_grid),
+        "scheduler": [scheduler.results, scheduler.completed],
+        "trials": {
+            str(t.seed): {
+                "checkpoints": [p.name for p in t.checkpoints],
+                "best": t.best_checkpoint.name if t.best_checkpoint else None,
+                "last": t.checkpoint_path.name,
+            }
+            for t in result.trials
+        },
+    }
+"""
+
+
+@pytest.fixture(scope="module")
+def tune_run(ray_session, tmp_path_factory):
+    leaf = tmp_path_factory.mktemp("tune_study") / "sweep"
+    leaf.mkdir()
+    (leaf / "experiment.py").write_text(textwrap.dedent(TUNE_RECIPE))
+    code = cli_main([str(leaf / "experiment.py"), "--run-id", "sweep", "--no-upload-artifacts"])
+    assert code == 0, (leaf / "results" / "sweep" / "error.txt").read_text()
+    return leaf, leaf / "results" / "sweep"
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
 
 
 def test_run_tune_passes_tune_options_through(tune_run):
-    _, _, result, scheduler = tune_run
-    assert isinstance(result.result_grid, ResultGrid) and len(result.result_grid) == 2
-    by_seed = {t.seed: t for t in result.trials}
+    _, results = tune_run
+    result = _json(results / "result.json")
+    assert result["grid"] == 2  # run_tune returned Tune's ResultGrid of both trials
+    summary = _json(results / "summary.json")
+    assert summary["status"] == "completed"
+    by_seed = {t["seed"]: t for t in summary["trials"]}
     # The stopper ended seed 12 after 2 iterations: completed, not mistaken for Ctrl-C.
-    assert by_seed[11].iterations == 3 and by_seed[12].iterations == 2
-    assert all(t.status == "completed" for t in result.trials)
+    assert by_seed[11]["iterations"] == 3 and by_seed[12]["iterations"] == 2
+    assert {t["status"] for t in summary["trials"]} == {"completed"}
     # 5 results in all; Tune hands a trial's stopping result to on_trial_complete instead.
-    assert scheduler.results == 3 and scheduler.completed == 2
+    assert result["scheduler"] == [3, 2]
     # num_to_keep=2 by training_iteration: the last two checkpoints, the newest the best.
-    assert [p.name for p in by_seed[11].checkpoints] == ["checkpoint_000001", "checkpoint_000002"]
-    assert by_seed[11].best_checkpoint == by_seed[11].checkpoint_path == by_seed[11].checkpoints[-1]
+    kept = result["trials"]["11"]
+    assert kept["checkpoints"] == ["checkpoint_000001", "checkpoint_000002"]
+    assert kept["best"] == kept["last"] == "checkpoint_000002"
 
 
 def test_run_artifacts_lists_trials_and_finds_their_checkpoints(tune_run):
-    _, context, result, _ = tune_run
-    run = RunArtifacts.open(context.results_dir)
-    assert run.is_tune and run.experiment_dir == result.experiment_path
+    _, results = tune_run
+    run = RunArtifacts.open(results)
+    summary = _json(results / "summary.json")
+    assert run.is_tune and run.experiment_dir == Path(summary["experiment_path"])
     trials = {t.seed: t for t in run.trials()}
     assert sorted(trials) == [11, 12]
-    for record in result.trials:
-        trial = trials[record.seed]
-        assert trial.trial_id == record.trial_id and trial.status == "completed"
+    for record in summary["trials"]:
+        trial = trials[record["seed"]]
+        assert trial.trial_id == record["trial_id"] and trial.status == "completed"
         assert [row["training_iteration"] for row in trial.metrics] == list(
-            range(1, record.iterations + 1)
+            range(1, record["iterations"] + 1)
         )
-        assert {row["seed"] for row in trial.metrics} == {record.seed}
-        assert trial.final_checkpoint == record.checkpoint_path
-        assert run.final_checkpoint(trial=record.trial_id) == record.checkpoint_path
-        assert run.final_checkpoint(trial=record.seed) == record.checkpoint_path
-        assert trial.checkpoints == record.checkpoints
+        assert {row["seed"] for row in trial.metrics} == {record["seed"]}
+        assert str(trial.final_checkpoint) == record["checkpoint"]
+        assert str(run.final_checkpoint(trial=record["trial_id"])) == record["checkpoint"]
+        assert str(run.final_checkpoint(trial=record["seed"])) == record["checkpoint"]
+        assert [str(p) for p in trial.checkpoints] == record["checkpoints"]
     with pytest.raises(ValueError, match="has 2 trials .*pass final_checkpoint\\(trial="):
         run.final_checkpoint()
     with pytest.raises(KeyError, match="no trial 'nope' in Tune run .*seed 11"):
         run.final_checkpoint(trial="nope")
-    # A trial's checkpoint loads as a module.
-    module = load_module(run.final_checkpoint(trial=11))
+    module = load_module(run.final_checkpoint(trial=11))  # a trial's checkpoint loads
     assert module.is_stateful() is False
 
 
 def test_tune_records_follow_the_run_when_moved(tune_run, tmp_path: Path):
-    leaf, context, result, _ = tune_run
-    moved = tmp_path / "copied_leaf"
+    leaf, results = tune_run
+    moved = tmp_path / "copied"
     shutil.copytree(leaf, moved)
-    run = RunArtifacts.open(moved / "results" / context.run_id)
-    # The summary's absolute paths still point at the original; move it out of the way.
-    shutil.rmtree(leaf / "artifacts")
+    # The records' absolute paths still point at the original: move it out of the way.
+    shutil.move(leaf / "artifacts", tmp_path / "aside")
     try:
+        run = RunArtifacts.open(moved / "results" / "sweep")
         path = run.final_checkpoint(trial=12)
-        assert path.is_relative_to(moved) and path.name == result.trials[1].checkpoint_path.name
+        assert path.is_relative_to(moved) and path.name == "checkpoint_000001"
         assert {t.seed for t in run.trials()} == {11, 12}
     finally:
-        shutil.copytree(moved / "artifacts", leaf / "artifacts")
+        shutil.move(tmp_path / "aside", leaf / "artifacts")
+
+
+def test_compare_counts_each_trial_as_a_run(tune_run):
+    leaf, results = tune_run
+    comparison = compare_runs([leaf], ["env_runners/episode_return_mean", "return_per_step"])
+    (arm,) = comparison.arms
+    assert arm.n_runs == 2 and sorted(arm.seeds) == [11, 12]
+    finals = [t["final_metrics"] for t in _json(results / "summary.json")["trials"]]
+    returns = arm.metrics["env_runners/episode_return_mean"].values
+    assert sorted(returns) == sorted(f["env_runners/episode_return_mean"] for f in finals)
+    per_step = [
+        f["env_runners/episode_return_mean"] / f["env_runners/episode_len_mean"] for f in finals
+    ]
+    assert sorted(arm.metrics["return_per_step"].values) == sorted(per_step)

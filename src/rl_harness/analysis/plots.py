@@ -99,7 +99,7 @@ def plot_belief_simplex(
         simplex_scatter(ax, points, colors=colors, title=label, size=point_size)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def plot_learning_curve(
@@ -142,10 +142,11 @@ def plot_learning_curve(
             ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_png(fig: Any, path: Path) -> Path:
+    """Lay out, save as PNG (the only format) and close `fig`; returns `path`."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         plt.close(fig)

@@ -21,6 +21,7 @@ TOOLS: dict[str, tuple[str, str, str]] = {
     "show": ("rl_harness.harness.runtools", "show_main", "one run's provenance and metrics"),
     "diff": ("rl_harness.harness.runtools", "diff_main", "what differs between two runs"),
     "reproduce": ("rl_harness.harness.runtools", "reproduce_main", "re-run a run and compare"),
+    "compare": ("rl_harness.analysis.comparison", "compare_main", "arms x seeds table of runs"),
     "upload": ("rl_harness.harness.storage", "upload_main", "mirror a run's artifacts to B2"),
     "download": ("rl_harness.harness.storage", "download_main", "fetch a run's artifacts"),
     "vast": ("rl_harness.devops.vast.cli", "main", "rent vast.ai GPUs for recipe runs"),

@@ -1,0 +1,384 @@
+"""Compare many completed runs: one row per experiment leaf (arm), intervals across runs.
+
+    comparison = compare_runs([study_dir], metrics=None)       # library use (a synthesis leaf)
+    write_comparison(comparison, out_dir)                        # comparison.md/.json/.png
+    rl-harness compare PATH... [--metric KEY]... [--json] [--out DIR] [--allow-mixed]
+
+Every completed run (run_manifest.json status "completed") at or under the paths counts; a
+Tune run counts once per trial (its seed), with that trial's final metrics. A run's arm is its
+experiment leaf (the manifest's experiment folder relative to its repo).
+
+Metric keys, looked up in this order for each run:
+- "return_per_step": the final env_runners/episode_return_mean / episode_len_mean;
+- a key of the final metrics.jsonl row (e.g. "env_runners/episode_return_mean");
+- "<file>.json:<path>": a value in a JSON record of the run (e.g.
+  "probe_metrics.json:probe/within_branch/r2_pooled"); a {value, low, high} estimate gives
+  its value;
+- "<path>": the same path in result.json, then probe_metrics.json.
+Defaults: return_per_step and every pooled R² in probe_metrics.json ("r2_pooled" at any
+depth). Across runs: mean and a 95% Student-t interval (none for a single run); runs
+without the metric are counted per metric.
+
+Runs from different library commits are refused (their numbers may not be comparable)
+unless `allow_mixed`; the error names the runs of each commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
+from rl_harness.harness.metrics import flatten
+from rl_harness.harness.runtools.records import RunRecord, find_runs
+
+RETURN_PER_STEP = "return_per_step"
+RETURN_KEY = "env_runners/episode_return_mean"
+LENGTH_KEY = "env_runners/episode_len_mean"
+PROBE_FILE = "probe_metrics.json"
+CONFIDENCE = 0.95
+
+
+class ComparisonError(ValueError):
+    """Runs that cannot be compared (none found, mixed library commits, unknown metric)."""
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run (or one trial of a Tune run) with the values of the compared metrics."""
+
+    arm: str
+    run_id: str
+    seed: int | None
+    library_commit: str | None
+    values: dict[str, float | None]
+    path: str
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    n: int  # runs with a value
+    mean: float | None
+    low: float | None  # 95% Student-t interval of the mean across runs
+    high: float | None
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    arm: str
+    n_runs: int
+    seeds: list[int | None]
+    metrics: dict[str, MetricSummary]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metrics: list[str]
+    arms: list[ArmSummary]
+    runs: list[RunEntry]
+    library_commits: list[str | None]
+    confidence: float = CONFIDENCE
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _arm(record: RunRecord) -> str:
+    experiment = record.section("experiment")
+    for key in ("relative_dir", "module"):
+        if experiment.get(key):
+            return str(experiment[key])
+    return record.path.parent.parent.name  # <leaf>/results/<run-id>
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, Mapping) and "value" in value:
+        value = value["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _lookup(document: Any, path: str) -> tuple[bool, float | None]:
+    """(found, number) for a "/"-separated path in a JSON document."""
+    node = document
+    for part in path.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, _number(node)
+
+
+class _RunReader:
+    """The records of one run, read once."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self._json: dict[str, Any] = {}
+
+    def json(self, name: str) -> Any:
+        if name not in self._json:
+            path = self.record.path / name
+            try:
+                self._json[name] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                self._json[name] = None
+        return self._json[name]
+
+    def value(self, key: str, final: Mapping[str, Any]) -> tuple[bool, float | None]:
+        if key == RETURN_PER_STEP:
+            ret, length = _number(final.get(RETURN_KEY)), _number(final.get(LENGTH_KEY))
+            if ret is None or not length:
+                return False, None
+            return True, ret / length
+        if key in final:
+            return True, _number(final[key])
+        name, sep, path = key.partition(":")
+        if sep and name.endswith(".json"):
+            return _lookup(self.json(name), path)
+        for name in ("result.json", PROBE_FILE):
+            found, number = _lookup(self.json(name), key)
+            if found:
+                return found, number
+        return False, None
+
+
+def default_metrics(records: Sequence[RunRecord]) -> list[str]:
+    """return_per_step plus every pooled R² found in the runs' probe_metrics.json."""
+    keys: list[str] = [RETURN_PER_STEP]
+    for record in records:
+        reader = _RunReader(record)
+        probe = reader.json(PROBE_FILE)
+        if not isinstance(probe, Mapping):
+            continue
+        for flat_key in flatten(probe):
+            if flat_key.endswith("/value") and flat_key.split("/")[-2] == "r2_pooled":
+                key = f"{PROBE_FILE}:{flat_key.removesuffix('/value')}"
+                if key not in keys:
+                    keys.append(key)
+            elif flat_key.split("/")[-1] == "r2_pooled" and f"{PROBE_FILE}:{flat_key}" not in keys:
+                keys.append(f"{PROBE_FILE}:{flat_key}")  # a pooled R² that was undefined
+    return keys
+
+
+def _entries(record: RunRecord, metrics: Sequence[str]) -> tuple[list[RunEntry], set[str]]:
+    """One entry per run, or per trial of a Tune run; and the metrics it knows."""
+    reader = _RunReader(record)
+    arm, commit = _arm(record), record.section("library").get("commit")
+    summary = record.summary or {}
+    units: list[tuple[str, int | None, Mapping[str, Any]]] = []
+    if summary.get("runner") == "tune" and summary.get("trials"):
+        for trial in summary["trials"]:
+            final = trial.get("final_metrics") or {}
+            units.append((f"{record.run_id}/{trial.get('trial_id')}", trial.get("seed"), final))
+    else:
+        units.append((record.run_id, record.manifest.get("seed"), record.final_metrics))
+    entries, known = [], set()
+    for run_id, seed, final in units:
+        values: dict[str, float | None] = {}
+        for key in metrics:
+            found, number = reader.value(key, final)
+            known.update([key] if found else [])
+            values[key] = number
+        entries.append(RunEntry(arm, run_id, seed, commit, values, str(record.path)))
+    return entries, known
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> MetricSummary:
+    """Mean and the Student-t interval of the mean across runs (no interval for one run)."""
+    n = len(values)
+    if n == 0:
+        return MetricSummary(0, None, None, None, [])
+    mean = math.fsum(values) / n
+    if n == 1:
+        return MetricSummary(1, mean, None, None, list(values))
+    from scipy.stats import t
+
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    return MetricSummary(n, mean, mean - half, mean + half, list(values))
+
+
+def compare_runs(
+    paths: Sequence[Path | str],
+    metrics: Sequence[str] | None = None,
+    *,
+    allow_mixed: bool = False,
+) -> Comparison:
+    """Compare the completed runs at or under `paths` (run folders or study folders)."""
+    records: dict[Path, RunRecord] = {}
+    for path in map(Path, paths):
+        if not path.exists():
+            raise ComparisonError(f"no such folder: {path}")
+        for record in find_runs(path):
+            records.setdefault(record.path, record)
+    completed = [r for r in records.values() if r.status == "completed"]
+    if not completed:
+        raise ComparisonError(
+            f"no completed runs under {', '.join(map(str, paths))} "
+            f"({len(records)} runs found, none completed)"
+        )
+    by_commit: dict[str | None, list[str]] = {}
+    for record in completed:
+        by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
+    notes = []
+    if len(by_commit) > 1:
+        listing = "; ".join(
+            f"{(commit or 'no commit')[:12]}: {', '.join(ids)}" for commit, ids in by_commit.items()
+        )
+        if not allow_mixed:
+            raise ComparisonError(
+                f"runs come from {len(by_commit)} library commits ({listing}); "
+                "pass --allow-mixed (allow_mixed=True) to compare them anyway"
+            )
+        notes.append(f"mixed library commits: {listing}")
+    keys = list(metrics) if metrics else default_metrics(completed)
+    entries: list[RunEntry] = []
+    known: set[str] = set()
+    for record in completed:
+        found, names = _entries(record, keys)
+        entries.extend(found)
+        known |= names
+    unknown = [key for key in keys if key not in known]
+    if metrics and unknown:
+        raise ComparisonError(f"no run has the metric(s) {', '.join(unknown)}")
+    arms = []
+    for arm in sorted({e.arm for e in entries}):
+        members = [e for e in entries if e.arm == arm]
+        summaries = {
+            key: mean_interval([e.values[key] for e in members if e.values[key] is not None])
+            for key in keys
+        }
+        arms.append(ArmSummary(arm, len(members), [e.seed for e in members], summaries))
+    return Comparison(keys, arms, entries, sorted(by_commit, key=str), notes=notes)
+
+
+def _cell(summary: MetricSummary, n_runs: int) -> str:
+    if summary.mean is None:
+        return "-"
+    text = f"{summary.mean:.4g}"
+    if summary.low is not None:
+        text += f" [{summary.low:.4g}, {summary.high:.4g}]"
+    if summary.n != n_runs:
+        text += f" (n={summary.n})"
+    return text
+
+
+def comparison_rows(comparison: Comparison) -> list[list[str]]:
+    header = ["arm", "runs", *comparison.metrics]
+    rows = [header]
+    for arm in comparison.arms:
+        cells = [_cell(arm.metrics[key], arm.n_runs) for key in comparison.metrics]
+        rows.append([arm.arm, str(arm.n_runs), *cells])
+    return rows
+
+
+def comparison_text(comparison: Comparison) -> str:
+    """An aligned plain-text table: mean [95% interval] across runs, per arm and metric."""
+    rows = comparison_rows(comparison)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    footer = (
+        f"mean [{comparison.confidence:.0%} t-interval across runs]; (n=k): runs with the metric"
+    )
+    return "\n".join([*lines, "", footer, *comparison.notes])
+
+
+def comparison_markdown(comparison: Comparison) -> str:
+    rows = comparison_rows(comparison)
+    escape = [[cell.replace("|", "\\|") for cell in row] for row in rows]
+    lines = ["| " + " | ".join(escape[0]) + " |", "|" + "---|" * len(escape[0])]
+    lines += ["| " + " | ".join(row) + " |" for row in escape[1:]]
+    footer = (
+        f"\nMean and {comparison.confidence:.0%} Student-t interval across runs (seeds); "
+        f"{len(comparison.runs)} runs, library commits: "
+        + ", ".join((c or "none")[:12] for c in comparison.library_commits)
+    )
+    return "\n".join([*lines, footer, *comparison.notes]) + "\n"
+
+
+def plot_comparison(comparison: Comparison, path: Path) -> Path:
+    """One panel per metric: arms side by side, each run a dot, the mean with its interval."""
+    from rl_harness.analysis.plots import plt, save_png
+
+    n = len(comparison.metrics)
+    fig, axes = plt.subplots(
+        1, n, squeeze=False, figsize=(max(4.0, 1.2 * len(comparison.arms) + 2) * n, 4.2)
+    )
+    for ax, key in zip(axes[0], comparison.metrics, strict=True):
+        for index, arm in enumerate(comparison.arms):
+            summary = arm.metrics[key]
+            if summary.values:
+                jitter = [0.08 * (i - (len(summary.values) - 1) / 2) for i in range(summary.n)]
+                ax.scatter([index + j for j in jitter], summary.values, s=18, color="C0", zorder=3)
+            if summary.mean is not None:
+                low = summary.low if summary.low is not None else summary.mean
+                high = summary.high if summary.high is not None else summary.mean
+                ax.errorbar(
+                    index + 0.3,
+                    summary.mean,
+                    yerr=[[summary.mean - low], [high - summary.mean]],
+                    fmt="s",
+                    color="C3",
+                    capsize=4,
+                )
+        ax.set_xticks(range(len(comparison.arms)))
+        ax.set_xticklabels([a.arm.rsplit("/", 1)[-1] for a in comparison.arms], rotation=20)
+        ax.set_title(key.rsplit(":", 1)[-1], fontsize="small")
+        ax.grid(alpha=0.3, axis="y")
+    return save_png(fig, path)
+
+
+def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
+    """comparison.md, comparison.json and comparison.png in `out_dir`."""
+    from rl_harness.harness.atomic import write_json_atomic
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown = out_dir / "comparison.md"
+    markdown.write_text(comparison_markdown(comparison), encoding="utf-8")
+    record = out_dir / "comparison.json"
+    write_json_atomic(record, comparison.to_dict())
+    return [markdown, record, plot_comparison(comparison, out_dir / "comparison.png")]
+
+
+def compare_main(argv: list[str]) -> int:
+    parser = OneLineParser(
+        prog="rl-harness compare",
+        description="Compare the completed runs under run or study folders: one row per "
+        "experiment leaf (arm), mean and 95% interval across runs (seeds) per metric. "
+        f"Default metrics: {RETURN_PER_STEP} and every pooled R² in {PROBE_FILE}.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="run folders or study folders")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        metavar="KEY",
+        help=f"{RETURN_PER_STEP}, a metrics.jsonl key, or FILE.json:path/in/it (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write Markdown, JSON and PNG")
+    parser.add_argument(
+        "--allow-mixed", action="store_true", help="compare runs of different library commits"
+    )
+    try:
+        args = parser.parse_args(argv)
+        comparison = compare_runs(args.paths, args.metric, allow_mixed=args.allow_mixed)
+    except (UsageError, ComparisonError) as error:
+        return fail(str(error))
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2))
+    else:
+        print(comparison_text(comparison))
+    if args.out is not None:
+        written = write_comparison(comparison, args.out)
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return EXIT_OK
