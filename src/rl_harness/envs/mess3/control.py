@@ -19,14 +19,22 @@ DISPLACEMENT.flags.writeable = False
 def tilt_parameters(actions: np.ndarray) -> np.ndarray:
     """theta = (0, a0, a1) for actions (..., 2): shape (..., 3)."""
     actions = np.asarray(actions, dtype=np.float64)
-    return np.concatenate([np.zeros((*actions.shape[:-1], 1)), actions], axis=-1)
+    theta = np.empty((*actions.shape[:-1], 3))
+    theta[..., 0] = 0.0
+    theta[..., 1:] = actions
+    return theta
 
 
-def tilted_transitions(base: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """U_a for actions (..., 2): row-stochastic matrices (..., 3, 3), rows = from."""
+def tilted_transitions(
+    base: np.ndarray, actions: np.ndarray, log_base: np.ndarray | None = None
+) -> np.ndarray:
+    """U_a for actions (..., 2): row-stochastic matrices (..., 3, 3), rows = from.
+    `log_base` (log of base, -inf where 0) saves recomputing it on hot paths."""
     theta = tilt_parameters(actions)[..., DISPLACEMENT]  # (..., 3, 3)
-    with np.errstate(divide="ignore"):
-        logits = np.log(base) + theta
+    if log_base is None:
+        with np.errstate(divide="ignore"):
+            log_base = np.log(base)
+    logits = log_base + theta
     logits -= logits.max(axis=-1, keepdims=True)
     weights = np.exp(logits)
     return weights / weights.sum(axis=-1, keepdims=True)

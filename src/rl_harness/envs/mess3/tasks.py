@@ -173,6 +173,9 @@ class OccupancyControlTask:
         self.occupancy_states = states
         self.action_cost = float(action_cost)
         self.base = model.transition_matrix
+        with np.errstate(divide="ignore"):
+            self._log_base = np.log(self.base)
+        self._positive = bool((self.base > 0).all())  # then every tilted entry is > 0 too
         self.action_space = gym.spaces.Box(-self.w_max, self.w_max, (2,), np.float32)
         occupied = np.zeros(3)
         occupied[list(states)] = 1.0
@@ -180,15 +183,18 @@ class OccupancyControlTask:
         self._copies: np.ndarray = np.arange(0)
 
     def control(self, actions: np.ndarray) -> Control:
-        return Control(actions, tilted_transitions(self.base, actions))
+        return Control(actions, tilted_transitions(self.base, actions, self._log_base))
 
     def reward(self, actions: np.ndarray, transition: Transition) -> Reward:
         before = transition.state_before
         if self._copies.shape[0] != before.shape[0]:
             self._copies = np.arange(before.shape[0])
         rows = transition.transition_matrices[self._copies, before]  # (n, 3)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(rows > 0, rows * np.log(rows / self.base[before]), 0.0)
+        if self._positive:
+            terms = rows * (np.log(rows) - self._log_base[before])
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                terms = np.where(rows > 0, rows * np.log(rows / self.base[before]), 0.0)
         kl = np.maximum(terms.sum(axis=1), 0.0)  # rounding can leave -1e-17
         occupancy = self.occupancy[before]
         penalty = kl / self.beta if self.beta is not None else np.zeros_like(kl)

@@ -1,0 +1,170 @@
+"""MESS3 occupancy control: env steps/s with continuous actions, and belief_vi's cost.
+
+Run: .venv/bin/python bench/occupancy_control.py [--burst 0.05] [--rounds 30] [--skip-solver]
+
+Part 1, env steps/s at 1, 16 and 256 copies, side by side in one run (short bursts in turn,
+median of `--rounds`): "per-env sync" and "batched" are built the way RLlib 2.60's env runner
+builds them (gymnasium.make_vec + DictInfoToList, gym_env_vectorize_mode "sync" = N HMMEnv
+copies stepped one by one, "vector_entry_point" = one HMMVectorEnv); "batched bare" is
+HMMVectorEnv.step alone; "raw numpy" tilts the chain, samples states and tokens with bare
+NumPy and builds no observation (the limit). Actions: random (a0, a1) in [-6, 6]^2, so some
+are clipped. Targets at 256 copies: batched >= 10x per-env, raw numpy within 3x of batched.
+
+Part 2, belief_vi (delay 1 and 0; beta 4, w_max 5, alpha 0.85) at grids of 30, 45 and 60
+intervals per edge, no cache: seconds per solve and how far the value moves under
+refinement (the target: grid 30 within 1e-3 of the finest, in a few minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+SIZES = (1, 16, 256)
+ENV_CONFIG = {
+    "model": "rl_harness.envs.mess3:control_chain_model",
+    "model_kwargs": {"alpha": 0.85},
+    "task": "rl_harness.envs.mess3.tasks:OccupancyControlTask",
+    "task_kwargs": {"w_max": 5.0, "beta": 4.0},
+    "episode_length": 1024,
+    "token_window": 8,
+    "observation_delay": 1,
+}
+
+
+def rllib_env(num_envs: int, mode: str):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    from rl_harness.envs.hmm import ENV_ID
+
+    config = (
+        PPOConfig()
+        .environment(ENV_ID, env_config=ENV_CONFIG)
+        .env_runners(
+            num_env_runners=0, num_envs_per_env_runner=num_envs, gym_env_vectorize_mode=mode
+        )
+    )
+    env = SingleAgentEnvRunner(config=config).env
+    env.reset(seed=0)
+    return env
+
+
+def env_stepper(env, num_envs: int) -> Callable[[], None]:
+    actions = np.random.default_rng(0).uniform(-6, 6, (64, num_envs, 2)).astype(np.float32)
+    counter = iter(range(1 << 62))
+
+    def step() -> None:
+        env.step(actions[next(counter) % 64])
+
+    return step
+
+
+def raw_stepper(num_envs: int) -> Callable[[], None]:
+    from rl_harness.envs.hmm.sampling import CategoricalTable
+    from rl_harness.envs.mess3 import CONTROL_CHAIN_TRANSITION, mess3_emission
+    from rl_harness.envs.mess3.control import tilted_transitions
+
+    emission = CategoricalTable(mess3_emission(0.85))
+    log_base = np.log(CONTROL_CHAIN_TRANSITION)
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-6, 6, (64, num_envs, 2))
+    state = np.zeros(num_envs, dtype=np.int64)
+    copies = np.arange(num_envs)
+    counter = iter(range(1 << 62))
+
+    def step() -> None:
+        nonlocal state
+        action = np.clip(actions[next(counter) % 64], -5, 5)
+        rows = tilted_transitions(CONTROL_CHAIN_TRANSITION, action, log_base)[copies, state]
+        uniforms = rng.random((2, num_envs))
+        cum = np.cumsum(rows, axis=1)
+        state = (uniforms[0][:, None] * cum[:, -1:] >= cum[:, :-1]).sum(axis=1)
+        emission.draw(state, uniforms[1])  # the token
+
+    return step
+
+
+def burst_rate(step: Callable[[], None], num_envs: int, seconds: float) -> float:
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(10):
+            step()
+        calls += 10
+    return calls * num_envs / elapsed
+
+
+def throughput(burst: float, rounds: int) -> None:
+    from rl_harness.envs.hmm import HMMVectorEnv
+
+    columns = ("per-env sync", "batched", "batched bare", "raw numpy")
+    steppers: dict[tuple[str, int], Callable[[], None]] = {}
+    for n in SIZES:
+        steppers["per-env sync", n] = env_stepper(rllib_env(n, "sync"), n)
+        steppers["batched", n] = env_stepper(rllib_env(n, "vector_entry_point"), n)
+        bare = HMMVectorEnv(n, ENV_CONFIG)
+        bare.reset(seed=0)
+        steppers["batched bare", n] = env_stepper(bare, n)
+        steppers["raw numpy", n] = raw_stepper(n)
+    for key, step in steppers.items():  # warm up
+        burst_rate(step, key[1], 0.05)
+    rates: dict[tuple[str, int], list[float]] = {key: [] for key in steppers}
+    for _ in range(rounds):
+        for key, step in steppers.items():
+            rates[key].append(burst_rate(step, key[1], burst))
+    rate = {key: float(np.median(values)) for key, values in rates.items()}
+
+    print(
+        f"Occupancy control (Box actions), token_window 8, delay 1; env steps/s (median of "
+        f"{rounds})"
+    )
+    header = "".join(f"{name:>14}" for name in ("n_envs", *columns))
+    header += f"{'batched/per-env':>17}{'raw/bare':>10}{'raw/batched':>13}"
+    print(header)
+    print("-" * len(header))
+    for n in SIZES:
+        per_env, batched, bare, raw = (rate[name, n] for name in columns)
+        row = f"{n:>14}" + "".join(f"{rate[name, n]:>14,.0f}" for name in columns)
+        row += f"{batched / per_env:>16.1f}x{raw / bare:>9.2f}x{raw / batched:>12.2f}x"
+        print(row)
+    print("targets at 256 envs: batched/per-env >= 10x; raw numpy within 3x of the batched env")
+
+
+def solver_cost() -> None:
+    from rl_harness.envs.mess3.solvers import OccupancyProblem, solve_belief_vi
+
+    problem = OccupancyProblem(alpha=0.85, w_max=5.0, beta=4.0)
+    print()
+    print("belief_vi, beta 4, w_max 5, alpha 0.85, no cache")
+    print(f"{'delay':>6}{'grid':>6}{'seconds':>10}{'value':>12}{'minus finest':>14}")
+    for delay in (1, 0):
+        rows = []
+        for grid in (30, 45, 60):
+            start = time.perf_counter()
+            value = solve_belief_vi(problem, delay, per_edge=grid, cache=False).value
+            rows.append((grid, time.perf_counter() - start, value))
+        finest = rows[-1][2]
+        for grid, seconds, value in rows:
+            print(f"{delay:>6}{grid:>6}{seconds:>10.1f}{value:>12.6f}{value - finest:>14.2e}")
+    print("target: grid 30 within 1e-3 of the finest grid (the solver's default is 30)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--burst", type=float, default=0.05, help="seconds per burst")
+    parser.add_argument("--rounds", type=int, default=30, help="bursts per column")
+    parser.add_argument("--skip-solver", action="store_true", help="only the env part")
+    args = parser.parse_args()
+    throughput(args.burst, args.rounds)
+    if not args.skip_solver:
+        solver_cost()
+
+
+if __name__ == "__main__":
+    main()
