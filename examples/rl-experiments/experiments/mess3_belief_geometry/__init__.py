@@ -1,1 +1,2 @@
-"""MESS3 belief geometry: does a PPO agent's GRU state hold the exact Bayesian belief?"""
+"""MESS3 belief geometry under occupancy control: does an agent that steers MESS3 track the
+belief it must act on? (Leaves: reward_only, next_token_aux, belief_observation, synthesis.)"""

@@ -1,1 +1,1 @@
-"""PPO + GRU on the MESS3 next-token task, plus a next-token auxiliary loss."""
+"""The reward_only agent plus a next-visible-token auxiliary loss."""

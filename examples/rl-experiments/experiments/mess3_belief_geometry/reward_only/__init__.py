@@ -1,1 +1,1 @@
-"""PPO + GRU on the MESS3 next-token task, reward only."""
+"""PPO steering MESS3 occupancy control, rewarded only by the task."""

@@ -1,28 +1,32 @@
-"""Does PPO, rewarded only for predicting MESS3's next token, learn the exact Bayesian belief?
+"""Does a PPO agent that steers MESS3, rewarded only by the task, track the decision belief?
 
-What it shows: a PPO agent with a GRU sees only the newest MESS3 token (x = 0.05,
-alpha = 0.85) and earns 1 for each correctly predicted next token. It reaches the
-Bayes-optimal reward, and an affine probe of its GRU state recovers the exact belief over
-the three hidden states (from env info) on held-out episodes, with no loss term that asks
-for it. `next_token_aux` is the same experiment plus a next-token prediction loss.
+What it shows: the agent sets a 2-d tilt of the hidden chain each step (clipped to
+[-5, 5]^2) and is paid 1 for each step in the rare state 2 minus the KL cost of steering / 4;
+it sees the MESS3 tokens one step late (delay 1) and its own previous action. Memory is
+worth a lot here: the best memoryless policy and the best policy on the last 2 visible
+tokens sit well below the belief-MDP ceiling (solver_values.json). The question: does the
+agent climb above them, and does an affine probe of its representation recover the decision
+belief (the exact distribution of the state now given what it has seen and done), also
+within branches of equal last visible tokens, where a memoryless reading cannot?
 
-Run (from the experiment repo; smoke takes about a minute on 2 CPU cores):
+Agent: PPO with a recurrent actor-critic (GRU, hidden 64, trained on 64-step chunks) until
+the stateful transformer (rl_harness.learners.models.StatefulTransformerActorCritic) lands
+on the library's main branch; the study then switches to it.
+
+Run (from the experiment repo):
 
     uv run rl-harness experiments.mess3_belief_geometry.reward_only.experiment --smoke
     uv run rl-harness experiments.mess3_belief_geometry.reward_only.experiment
+    uv run rl-harness experiments.mess3_belief_geometry.reward_only.experiment \
+        --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
-Writes results/<run-id>/probe_metrics.json, belief_simplex.png and learning_curve.png.
+Writes results/<run-id>/probe_metrics.json, solver_values.json, belief_simplex.png and
+learning_curve.png; result.json holds return per step (sampled, greedy) against the solver
+values and the probe R² (global, within-branch) against the controls.
 
-Results to expect (full budget, seed 42, 245,760 env steps; measured by the session that
-built this study (issue 5) while two trainings shared 2 busy CPU cores; that run's id was not
-kept, so rerun to get a traceable record):
-
-- training 1410 s; reward per step 0.6836 against the Bayes-optimal 0.6834 (reached by about
-  50k steps); the newest-token-only optimum is lower (probe_metrics.json: memoryless_optimal);
-- probe R² (pooled, held-out, 95% CI over test episodes) 0.9986 [0.9985, 0.9988], RMSE 0.0148;
-- controls: the newest token alone R² 0.807; an untrained GRU 0.988. R² sits near its ceiling
-  for any GRU here; the honest signal is the unexplained variance, 0.0135 untrained against
-  0.0014 trained. One training seed: the intervals do not cover training-seed variation.
+Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
+Results to expect: pending (the CPU-budget runs of this study have not been made yet; see
+the study README for the table they will fill).
 """
 
 from __future__ import annotations
@@ -44,75 +48,103 @@ class Budget:
     train_batch: int  # env steps per iteration (train_batch_size_per_learner)
     minibatch: int  # SGD minibatch size
     num_epochs: int  # SGD passes over each train batch
-    num_envs: int  # vectorized envs; each collects train_batch / num_envs steps per iteration
-    probe_episodes: int  # episodes rolled out for the probe (a quarter held out for scoring)
+    num_envs: int  # vectorized env copies per env runner
+    probe_episodes: int  # episodes rolled out per policy for evaluation and the probe
+    warmup_steps: int  # steps each probe episode plays before recording
+    probe_steps: int  # recorded steps per probe episode
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
+    n_permutations: int  # permutation-null refits of the agent's probe
 
 
-# One tiny iteration and a small probe: checks the recipe end to end.
+# One tiny iteration and a small probe: checks the recipe end to end. Measured (issue 15,
+# GRU agent, solvers not yet installed): 142 s wall for the whole CLI run on 2 cores at load
+# average 9 (shared with 7 other sessions' work): about 95 s of imports, Ray start and
+# algorithm setup, 11 s training, 16 s analysis. Not yet measured on a quiet machine.
 SMOKE = Budget(
     iterations=1,
-    train_batch=256,
-    minibatch=128,
+    train_batch=1024,
+    minibatch=256,
     num_epochs=1,
     num_envs=4,
-    probe_episodes=32,
-    n_bootstrap=200,
+    probe_episodes=8,
+    warmup_steps=32,
+    probe_steps=128,
+    n_bootstrap=100,
+    n_permutations=10,
 )
-# 60 iterations of 4096 steps = 245,760 env steps (1410 s with two trainings on 2 CPU cores).
+# CPU default: 62 x 32,768 = 2,031,616 env steps, sized for at most 30 minutes on 2 quiet
+# cores. NOT YET MEASURED: sized from an estimate of ~1,200 env steps/s for sampling plus
+# 6 epochs of a GRU-64 update; measure it and adjust `iterations` before citing a time.
+CPU = Budget(
+    iterations=62,
+    train_batch=32_768,
+    minibatch=4096,
+    num_epochs=6,
+    num_envs=32,
+    probe_episodes=256,
+    warmup_steps=256,
+    probe_steps=512,
+    n_bootstrap=1000,
+    n_permutations=100,
+)
+# The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
+# single-gpu hardware profile (see the study README for the vast command, 3 seeds).
 FULL = Budget(
-    iterations=60,
-    train_batch=4096,
-    minibatch=512,
-    num_epochs=4,
+    iterations=306,
+    train_batch=32_768,
+    minibatch=4096,
+    num_epochs=6,
     num_envs=64,
     probe_episodes=256,
+    warmup_steps=256,
+    probe_steps=512,
     n_bootstrap=1000,
+    n_permutations=100,
 )
+
+
+def budget(context: RunContext) -> Budget:
+    """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
+    if context.smoke:
+        return SMOKE
+    return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
 
 
 def module_spec() -> RLModuleSpec:
-    """The agent: a GRU actor-critic; its hidden state is what the probe reads."""
+    """The agent: a recurrent actor-critic; its per-step representation is what we probe."""
     return RLModuleSpec(
         module_class=GRUActorCritic,
-        model_config={"max_seq_len": 32, "hidden_size": 64},
+        model_config={"max_seq_len": 64, "hidden_size": 64},
     )
 
 
-def build_config(smoke: bool) -> PPOConfig:
+def build_config(plan: Budget) -> PPOConfig:
     """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
-    budget = SMOKE if smoke else FULL
     return (
         PPOConfig()
-        .environment(ENV_ID, env_config=shared.env_config(info=["token"]))
+        .environment(ENV_ID, env_config=shared.env_config(info=[]))
         .env_runners(
-            num_envs_per_env_runner=budget.num_envs,
+            num_envs_per_env_runner=plan.num_envs,
             gym_env_vectorize_mode="vector_entry_point",
-            # One whole 64-step episode per env and fragment: no episode is cut mid-way.
-            rollout_fragment_length=budget.train_batch // budget.num_envs,
         )
         .training(
-            train_batch_size_per_learner=budget.train_batch,
-            minibatch_size=budget.minibatch,
-            num_epochs=budget.num_epochs,
-            lr=1e-3,
-            # Actions never change the process or later observations, so each step's reward
-            # is all an action earns: gamma = 0 is exact and keeps advantages low-variance.
-            gamma=0.0,
-            lambda_=0.0,
+            train_batch_size_per_learner=plan.train_batch,
+            minibatch_size=plan.minibatch,
+            num_epochs=plan.num_epochs,
+            # The original study's PPO settings.
+            lr=3e-4,
+            gamma=0.99,
+            lambda_=0.95,
+            clip_param=0.2,
+            vf_loss_coeff=0.5,
+            entropy_coeff=0.003,
         )
         .rl_module(rl_module_spec=module_spec())
     )
 
 
 def run(context: RunContext) -> dict:
-    budget = SMOKE if context.smoke else FULL
-    result = run_algorithm(build_config(context.smoke), context, stop=budget.iterations)
-    record = shared.analyze(
-        context,
-        label="reward_only",
-        module_spec=module_spec(),
-        aux_weight=0.0,
-        plan=budget,
-    )
+    plan = budget(context)
+    result = run_algorithm(build_config(plan), context, stop=plan.iterations)
+    record = shared.analyze(context, label="reward_only", module_spec=module_spec(), plan=plan)
     return shared.summary(result, record)

@@ -1,4 +1,4 @@
-"""Fast checks of the MESS3 belief-geometry recipes: they import and build their configs."""
+"""Fast checks of the MESS3 next-token recipes (mess3_next_token): they build their configs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_next_token import shared
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
 from rl_harness.envs.hmm import ENV_ID, HMMVectorEnv, sampled_beliefs
@@ -15,8 +15,8 @@ from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
 LEAVES = {
-    "reward_only": "experiments.mess3_belief_geometry.reward_only.experiment",
-    "next_token_aux": "experiments.mess3_belief_geometry.next_token_aux.experiment",
+    "reward_only": "experiments.mess3_next_token.reward_only.experiment",
+    "next_token_aux": "experiments.mess3_next_token.next_token_aux.experiment",
 }
 
 

@@ -1,4 +1,4 @@
-"""Both MESS3 belief-geometry recipes, end to end through the real CLI in smoke mode.
+"""Both MESS3 next-token recipes (mess3_next_token), end to end through the CLI in smoke mode.
 
 Each run starts Ray, trains one tiny PPO iteration and probes the agent: about a minute on
 2 idle CPU cores, so these are `slow`.
@@ -16,7 +16,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from tests.study.test_study_configs import LEAVES
+from tests.study.test_next_token_configs import LEAVES
 
 CLI = Path(sys.executable).with_name("rl-harness")
 

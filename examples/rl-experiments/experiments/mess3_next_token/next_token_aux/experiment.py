@@ -7,10 +7,11 @@ token the env emits next (info["token"] one step ahead, written into the train b
 InfoTargetsToBatch) and added to PPO's loss with weight AUX_WEIGHT. The probe of the GRU
 state against the exact belief then leaves less variance unexplained than without the loss.
 
-Run (from the experiment repo; smoke takes about a minute on 2 CPU cores):
+Run (from the experiment repo; the smoke run took about a minute on 2 CPU cores when the
+session that built this study (issue 5) measured it, on a shared machine):
 
-    uv run rl-harness experiments.mess3_belief_geometry.next_token_aux.experiment --smoke
-    uv run rl-harness experiments.mess3_belief_geometry.next_token_aux.experiment
+    uv run rl-harness experiments.mess3_next_token.next_token_aux.experiment --smoke
+    uv run rl-harness experiments.mess3_next_token.next_token_aux.experiment
 
 Writes results/<run-id>/probe_metrics.json, belief_simplex.png and learning_curve.png (which
 also plots the head's accuracy against the Bayes-optimal ceiling).
@@ -37,7 +38,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_next_token import shared
 from rl_harness import RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
 from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
@@ -69,7 +70,8 @@ SMOKE = Budget(
     probe_episodes=32,
     n_bootstrap=200,
 )
-# 60 iterations of 4096 steps = 245,760 env steps (1376 s with two trainings on 2 CPU cores).
+# 60 iterations of 4096 steps = 245,760 env steps: 1376 s in issue 5's run, with the other
+# leaf training beside it on the same 2 busy cores (not a quiet-machine figure).
 FULL = Budget(
     iterations=60,
     train_batch=4096,

@@ -1,0 +1,1 @@
+"""Control: the decision belief is given in the observation."""

@@ -1,0 +1,1 @@
+"""The comparison table and figure of the study's runs."""

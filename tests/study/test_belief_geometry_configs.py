@@ -1,0 +1,137 @@
+"""Fast checks of the occupancy-control study (experiments.mess3_belief_geometry): every
+training leaf builds a valid config for each budget, and the learning-curve plot draws the
+solver values it is given."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import asdict
+
+import pytest
+from experiments.mess3_belief_geometry import shared
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+from rl_harness import make_context
+from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
+
+STUDY = "experiments.mess3_belief_geometry"
+TRAINING_LEAVES = {
+    "reward_only": f"{STUDY}.reward_only.experiment",
+}
+
+
+def recipe(leaf: str):
+    return importlib.import_module(TRAINING_LEAVES[leaf])
+
+
+def budgets(module):
+    return {"SMOKE": module.SMOKE, "CPU": module.CPU, "FULL": module.FULL}
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_leaf_builds_and_validates_its_config(leaf, plan_name):
+    module = recipe(leaf)
+    assert callable(module.run)
+    plan = budgets(module)[plan_name]
+    config = module.build_config(plan)
+    config.validate()
+    assert config.env == ENV_ID
+    env_config = HMMEnvConfig.from_mapping(config.env_config)  # the env's own validation
+    assert env_config.model_kwargs == {"alpha": 0.85}
+    assert env_config.task == "rl_harness.envs.mess3.tasks:OccupancyControlTask"
+    assert env_config.task_kwargs == {"w_max": 5.0, "beta": 4.0, "occupancy_states": [2]}
+    assert env_config.observation_delay == 1 and env_config.episode_length == 1024
+    assert config.train_batch_size_per_learner == plan.train_batch
+    assert config.minibatch_size == plan.minibatch and config.num_epochs == plan.num_epochs
+    assert (config.gamma, config.lambda_, config.lr) == (0.99, 0.95, 3e-4)
+    assert issubclass(config.learner_class, PPOTorchLearner)
+    # The module builds on the env's spaces and rejects nothing in its config.
+    env = HMMVectorEnv(1, config.env_config)
+    spec = config.rl_module_spec
+    spec.observation_space, spec.action_space = (
+        env.single_observation_space,
+        env.single_action_space,
+    )
+    env.close()
+    assert spec.build().is_stateful()
+    assert module.build_config(plan) is not config
+
+
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_budgets_are_what_the_recipe_states(leaf, tmp_path):
+    module = recipe(leaf)
+    smoke, cpu, full = module.SMOKE, module.CPU, module.FULL
+    assert smoke.iterations * smoke.train_batch <= 2048
+    assert cpu.iterations * cpu.train_batch >= 2_000_000
+    assert full.iterations * full.train_batch >= 10_000_000
+    assert (full.iterations - 1) * full.train_batch < 10_000_000  # the least that reaches 10M
+    for plan in (smoke, cpu, full):
+        assert plan.probe_episodes >= 4 and plan.probe_steps + plan.warmup_steps <= 1024
+
+    def context(**options):
+        return make_context(tmp_path, experiment_module=TRAINING_LEAVES[leaf], **options)
+
+    assert module.budget(context(smoke=True)) == smoke
+    assert module.budget(context()) == cpu
+    assert module.budget(context(hardware_profile="single-gpu")) == full
+
+
+def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):
+    # The analysis writes solver_values.json, then draws the plot from what it wrote: read
+    # the JSON back and compare with the lines read back from the drawn figure.
+    values = {
+        "oracle": 0.31,
+        "belief_mdp": 0.27,
+        "stack_2": 0.22,
+        "memoryless": 0.18,
+        "source": "test",
+    }
+    (tmp_path / "solver_values.json").write_text(json.dumps(values))
+    stored = json.loads((tmp_path / "solver_values.json").read_text())
+    rows = [
+        {
+            "num_env_steps_sampled_lifetime": 1000 * i,
+            shared.RETURN_KEY: 100.0 + i,
+            shared.LENGTH_KEY: 1000.0,
+        }
+        for i in range(1, 4)
+    ]
+    drawn = shared.plot_return_per_step(
+        tmp_path / "learning_curve.png",
+        rows,
+        shared.references_from(stored),
+        title="test",
+        evaluations={"final greedy": 0.2},
+    )
+    assert drawn == {
+        "oracle (state known)": 0.31,
+        "belief-MDP ceiling": 0.27,
+        "best stack-2": 0.22,
+        "best memoryless": 0.18,
+    }
+    assert (tmp_path / "learning_curve.png").stat().st_size > 10_000
+    # Missing solver values draw no line (never a made-up one).
+    assert shared.references_from({"oracle": 0.3, "belief_mdp": None}) == {
+        "oracle (state known)": 0.3
+    }
+
+
+def test_return_per_step_curve_divides_return_by_length():
+    rows = [
+        {"num_env_steps_sampled_lifetime": 10, shared.RETURN_KEY: 50.0, shared.LENGTH_KEY: 500.0},
+        {"num_env_steps_sampled_lifetime": 20},  # no episode finished: skipped
+    ]
+    steps, values = shared.return_per_step_curve(rows)
+    assert steps.tolist() == [10.0] and values.tolist() == [0.1]
+
+
+def test_training_leaves_share_the_task():
+    configs = [recipe(leaf).build_config(recipe(leaf).SMOKE) for leaf in TRAINING_LEAVES]
+    tasks = [
+        {k: v for k, v in c.env_config.items() if k not in ("info", "include_decision_belief")}
+        for c in configs
+    ]
+    assert all(task == tasks[0] for task in tasks)
+    assert asdict(recipe("reward_only").CPU)["train_batch"] == 32_768
