@@ -84,3 +84,45 @@ def test_module_trains_ppo_on_a_box_action_space(name):
         assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 128
     finally:
         algo.stop()
+
+
+def test_ppo_iteration_with_muon_and_adamw():
+    from rl_harness.learners.models import (
+        StatefulTransformerActorCritic,
+        prev_action_env_to_module,
+        prev_action_learner,
+    )
+    from rl_harness.learners.optimizer import muon_param_groups
+
+    config = tiny_ppo_config(
+        StatefulTransformerActorCritic,
+        {"max_seq_len": 8, "context": 8, "d_model": 16, "num_heads": 2, "num_layers": 1},
+        learners={
+            "learner_class": AdamWPPOLearner,
+            "learner_connector": prev_action_learner,
+            "learner_config_dict": {
+                "optimizer/name": "muon",
+                "optimizer/kwargs": {"momentum": 0.9, "weight_decay": 0.0},
+                "optimizer/adamw_kwargs": {"weight_decay": 0.01},
+            },
+        },
+    ).env_runners(env_to_module_connector=prev_action_env_to_module)
+    algo = config.build_algo()
+    try:
+        learner = algo.learner_group._learner
+        module = learner.module["default_policy"].unwrapped()
+        optimizers = learner._named_optimizers
+        assert set(optimizers) == {"default_policy_muon", "default_policy_adamw"}
+        muon, adamw = optimizers["default_policy_muon"], optimizers["default_policy_adamw"]
+        assert isinstance(muon, torch.optim.Muon) and type(adamw) is torch.optim.AdamW
+        assert muon.defaults["momentum"] == 0.9 and adamw.defaults["weight_decay"] == 0.01
+        matrices, rest = muon_param_groups(module)
+        assert [p for g in muon.param_groups for p in g["params"]] == matrices
+        assert [p for g in adamw.param_groups for p in g["params"]] == rest
+        before = [p.detach().clone() for p in (matrices[0], rest[0])]
+        stats = algo.train()["learners"]["default_policy"]
+        assert math.isfinite(stats["total_loss"])
+        assert not torch.equal(before[0], matrices[0].detach())  # Muon stepped
+        assert not torch.equal(before[1], rest[0].detach())  # AdamW stepped
+    finally:
+        algo.stop()

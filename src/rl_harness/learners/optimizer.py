@@ -11,6 +11,18 @@
 
 The learning rate stays with RLlib (`config.lr`, fixed or scheduled), so it is
 not an optimizer kwarg.
+
+Muon (`torch.optim.Muon`) orthogonalizes the updates of 2-D weight matrices, so it
+takes only the module's hidden matrices (`module.muon_parameters()`: not the input
+embedding, norms, biases or heads); AdamW takes the rest. Two optimizers are
+registered per module, "muon" and "adamw", both at `config.lr` (Muon scales its
+update to AdamW's RMS by default, `adjust_lr_fn="match_rms_adamw"`, so one lr fits):
+
+    learner_config_dict={
+        "optimizer/name": "muon",
+        "optimizer/kwargs": {"momentum": 0.95, "weight_decay": 0.01},  # Muon's
+        "optimizer/adamw_kwargs": {"weight_decay": 0.0},                # AdamW's
+    }
 """
 
 from __future__ import annotations
@@ -31,35 +43,81 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 
 NAME_KEY = "optimizer/name"
 KWARGS_KEY = "optimizer/kwargs"
+ADAMW_KWARGS_KEY = "optimizer/adamw_kwargs"
+MUON = "muon"
+MUON_DEFAULTS: dict[str, Any] = {"adjust_lr_fn": "match_rms_adamw"}
 
 
 def make_optimizer(
     params: Iterable[torch.nn.Parameter], name: str, **kwargs: Any
 ) -> torch.optim.Optimizer:
-    """`OPTIMIZERS[name](params, **kwargs)`; lists in kwargs become tuples (JSON configs)."""
+    """`OPTIMIZERS[name](params, **kwargs)`; lists in kwargs become tuples (JSON configs).
+
+    For Muon over a whole module use `muon_param_groups` + two optimizers instead.
+    """
+    if name == MUON:
+        return _build(torch.optim.Muon, name, params, MUON_DEFAULTS | kwargs)
     if name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted(OPTIMIZERS)}")
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {sorted([*OPTIMIZERS, MUON])}")
+    return _build(OPTIMIZERS[name], name, params, kwargs)
+
+
+def muon_param_groups(
+    module: torch.nn.Module,
+) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
+    """(Muon's params, AdamW's params): the module's `muon_parameters()` and the rest."""
+    if not hasattr(module, "muon_parameters"):
+        raise ValueError(
+            f"optimizer 'muon' needs a module with muon_parameters() (an rl_harness "
+            f"ActorCriticRLModule); {type(module).__name__} has none"
+        )
+    muon = list(module.muon_parameters())
+    chosen = {id(p) for p in muon}
+    rest = [p for p in module.parameters() if p.requires_grad and id(p) not in chosen]
+    return [p for p in muon if p.requires_grad], rest
+
+
+def _build(
+    cls: type[torch.optim.Optimizer],
+    name: str,
+    params: Iterable[torch.nn.Parameter],
+    kwargs: dict[str, Any],
+) -> torch.optim.Optimizer:
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
     try:
-        return OPTIMIZERS[name](params, **kwargs)
+        return cls(params, **kwargs)
     except TypeError as err:  # an unknown kwarg
         raise ValueError(f"bad kwargs for optimizer {name!r}: {err}") from err
+
+
+def _kwargs(learner_config_dict: Mapping[str, Any], key: str) -> dict[str, Any]:
+    kwargs = learner_config_dict.get(key, {})
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"learner_config_dict[{key!r}] must be a dict, got {kwargs!r}")
+    if "lr" in kwargs:
+        raise ValueError(
+            f"learner_config_dict[{key!r}] must not set 'lr': "
+            "use config.training(lr=...) so RLlib's lr schedule applies"
+        )
+    return dict(kwargs)
 
 
 def optimizer_settings(learner_config_dict: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(name, kwargs) from `learner_config_dict`; defaults to ("adam", {})."""
     name = learner_config_dict.get(NAME_KEY, "adam")
-    kwargs = learner_config_dict.get(KWARGS_KEY, {})
     if not isinstance(name, str):
         raise ValueError(f"learner_config_dict[{NAME_KEY!r}] must be a str, got {name!r}")
-    if not isinstance(kwargs, Mapping):
-        raise ValueError(f"learner_config_dict[{KWARGS_KEY!r}] must be a dict, got {kwargs!r}")
-    if "lr" in kwargs:
+    if ADAMW_KWARGS_KEY in learner_config_dict and name != MUON:
         raise ValueError(
-            f"learner_config_dict[{KWARGS_KEY!r}] must not set 'lr': "
-            "use config.training(lr=...) so RLlib's lr schedule applies"
+            f"learner_config_dict[{ADAMW_KWARGS_KEY!r}] applies to optimizer 'muon' only "
+            f"(the AdamW for non-matrix parameters); the optimizer is {name!r}"
         )
-    return name, dict(kwargs)
+    return name, _kwargs(learner_config_dict, KWARGS_KEY)
+
+
+def adamw_settings(learner_config_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """The kwargs of Muon's companion AdamW (`optimizer/adamw_kwargs`, default {})."""
+    return _kwargs(learner_config_dict, ADAMW_KWARGS_KEY)
 
 
 class ConfiguredOptimizerMixin:
@@ -72,10 +130,26 @@ class ConfiguredOptimizerMixin:
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         name, kwargs = optimizer_settings(config.learner_config_dict)
-        params = self.get_parameters(self.module[module_id])  # type: ignore[attr-defined]
-        self.register_optimizer(  # type: ignore[attr-defined]
-            module_id=module_id,
-            optimizer=make_optimizer(params, name, **kwargs),
-            params=params,
-            lr_or_lr_schedule=config.lr,
-        )
+        module = self.module[module_id]
+        if name != MUON:
+            params = self.get_parameters(module)
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer=make_optimizer(params, name, **kwargs),
+                params=params,
+                lr_or_lr_schedule=config.lr,
+            )
+            return
+        matrices, rest = muon_param_groups(getattr(module, "unwrapped", lambda: module)())
+        adamw_kwargs = adamw_settings(config.learner_config_dict)
+        for group, params, optimizer in (
+            (MUON, matrices, make_optimizer(matrices, MUON, **kwargs)),
+            ("adamw", rest, make_optimizer(rest, "adamw", **adamw_kwargs)),
+        ):
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=group,
+                optimizer=optimizer,
+                params=params,
+                lr_or_lr_schedule=config.lr,
+            )

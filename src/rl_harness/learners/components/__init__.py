@@ -3,6 +3,7 @@
 from rl_harness.learners.components.gru import GRUEncoder
 from rl_harness.learners.components.heads import MLPHead
 from rl_harness.learners.components.mlp import ACTIVATIONS, MLPEncoder, make_activation
+from rl_harness.learners.components.stateful_transformer import StatefulTransformerEncoder
 from rl_harness.learners.components.transformer import CausalTransformerEncoder
 
 __all__ = [
@@ -11,5 +12,6 @@ __all__ = [
     "GRUEncoder",
     "MLPEncoder",
     "MLPHead",
+    "StatefulTransformerEncoder",
     "make_activation",
 ]

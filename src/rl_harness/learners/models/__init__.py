@@ -8,14 +8,26 @@ from rl_harness.learners.models.aux_heads import (
 from rl_harness.learners.models.base import ActorCriticRLModule
 from rl_harness.learners.models.gru import GRUActorCritic
 from rl_harness.learners.models.mlp import MLPActorCritic
+from rl_harness.learners.models.prev_action import (
+    PREV_ACTIONS,
+    PrevActionToBatch,
+    prev_action_env_to_module,
+    prev_action_learner,
+)
+from rl_harness.learners.models.stateful_transformer import StatefulTransformerActorCritic
 from rl_harness.learners.models.transformer import TransformerActorCritic
 
 __all__ = [
+    "PREV_ACTIONS",
     "ActorCriticRLModule",
     "GRUActorCritic",
     "MLPActorCritic",
     "NextTokenAuxHeadMixin",
+    "PrevActionToBatch",
     "StateAuxHeadMixin",
+    "StatefulTransformerActorCritic",
     "TransformerActorCritic",
     "build_aux_head",
+    "prev_action_env_to_module",
+    "prev_action_learner",
 ]

@@ -55,6 +55,25 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         kwargs.pop("catalog_class", None)
         super().__init__(*args, **kwargs)
 
+    def input_parameters(self) -> list[torch.nn.Parameter]:
+        """The trunk's input-side parameters (embeddings: raw features in). Subclasses list
+        them so Muon leaves them to AdamW."""
+        return []
+
+    def muon_parameters(self) -> list[torch.nn.Parameter]:
+        """The hidden 2-D weight matrices (what Muon orthogonalizes): every 2-D parameter
+        except the trunk's input side (`input_parameters`) and the heads (pi, vf and the
+        head mixins' `*_head`). Embeddings, norms, biases and heads go to AdamW."""
+        inputs = {id(p) for p in self.input_parameters()}
+        return [
+            p
+            for name, p in self.named_parameters()
+            if p.ndim == 2
+            and id(p) not in inputs
+            and not name.startswith(("pi.", "vf."))
+            and "_head." not in name
+        ]
+
     @classmethod
     def accepted_model_config_keys(cls) -> frozenset[str]:
         """Every model_config key this class (with its composed mixins) reads."""
@@ -77,6 +96,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
             output_scale=_POLICY_OUTPUT_SCALE,
         )
         self.vf = MLPHead(self.representation_dim, 1, head_sizes, activation)
+        self._mode_dependent = self._has_mode_dependent_layers()
 
     @abc.abstractmethod
     def setup_trunk(self, config: dict[str, Any]) -> int:
@@ -94,6 +114,27 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         Runs with gradients; wrap in torch.no_grad() for analysis.
         """
         return self.representation(batch)[0]
+
+    def _has_mode_dependent_layers(self) -> bool:
+        return any(
+            (isinstance(m, torch.nn.Dropout) and m.p > 0)
+            or isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+            for m in self.modules()
+        )
+
+    @override(TorchRLModule)
+    def forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # RLlib toggles eval()/train() around every acting call, walking all submodules
+        # twice per env step; skip that when no layer behaves differently in eval mode.
+        if self._mode_dependent:
+            return super().forward_exploration(batch, **kwargs)
+        return self._forward_exploration(batch, **kwargs)
+
+    @override(TorchRLModule)
+    def forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if self._mode_dependent:
+            return super().forward_inference(batch, **kwargs)
+        return self._forward_inference(batch, **kwargs)
 
     @override(RLModule)
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -44,6 +44,9 @@ class GRUActorCritic(ActorCriticRLModule):
         )
         return self.gru.output_dim
 
+    def input_parameters(self) -> list[torch.nn.Parameter]:
+        return [self.gru.gru.weight_ih_l0]
+
     @override(RLModule)
     def get_initial_state(self) -> dict[str, np.ndarray]:
         return {"h": np.zeros((self.gru.num_layers, self.gru.hidden_size), dtype=np.float32)}

@@ -32,6 +32,9 @@ class MLPActorCritic(ActorCriticRLModule):
         )
         return self.encoder.output_dim
 
+    def input_parameters(self) -> list[torch.nn.Parameter]:
+        return [self.encoder.net[0].weight]
+
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         obs = batch[Columns.OBS]
         # Everything before the observation's own dims is batch (and maybe time).

@@ -51,6 +51,9 @@ class TransformerActorCritic(ActorCriticRLModule):
         )
         return d_model
 
+    def input_parameters(self) -> list[torch.nn.Parameter]:
+        return [self.transformer.embed.weight, self.transformer.position]
+
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         x = window_inputs(batch[Columns.OBS], self.layout)
         return self.transformer.last_position(x), None

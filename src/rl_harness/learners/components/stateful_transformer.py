@@ -1,0 +1,206 @@
+"""A causal transformer that carries its own context: a key/value cache of its past steps.
+
+Every step is one token. A query attends to itself and the `context - 1` steps before
+it (a sliding window), with rotary position embeddings over the window, pre-norm
+blocks and a final LayerNorm. The cache holds, per layer, the keys and values of the
+last `context - 1` steps (keys before rotation, so positions stay relative to the
+window) and `n`, how many of those slots hold real steps (0 after a reset).
+
+The same code runs one step (acting: attention over the cache, O(context)) and a whole
+sequence (training chunks, probes): a sequence of T steps starting from a cache sees,
+at every position, exactly the keys and values that stepping one at a time sees, so
+the two agree to float rounding. State tensors are batch-first:
+k, v (B, num_layers, context - 1, d_model) float, n (B, 1) int64.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rl_harness.learners.components._checks import positive_int
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x (..., P, head_dim) with cos/sin (P, head_dim / 2)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class CachedSelfAttention(nn.Module):
+    """Multi-head causal self-attention over [cache, new steps] in a sliding window."""
+
+    def __init__(self, d_model: int, num_heads: int, context: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.context = context
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache_k: torch.Tensor,
+        cache_v: torch.Tensor,
+        mask: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, D) normed; cache (B, C-1, D); mask (B, 1, T, C-1+T) True = attend.
+
+        Returns (output (B, T, D), keys (B, C-1+T, D), values (B, C-1+T, D)).
+        """
+        batch, steps, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=-1)
+        keys = torch.cat((cache_k, k), dim=1)
+        values = torch.cat((cache_v, v), dim=1)
+        span = keys.shape[1]
+        heads = (batch, -1, self.num_heads, self.head_dim)
+        # One rotation for queries (the last T positions) and keys (all C-1+T).
+        qk = rotate(
+            torch.cat((q, keys), dim=1).view(heads).transpose(1, 2),
+            torch.cat((cos[span - steps :], cos)),
+            torch.cat((sin[span - steps :], sin)),
+        )
+        qh, kh = qk[:, :, :steps], qk[:, :, steps:]
+        vh = values.view(heads).transpose(1, 2)
+        y = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(batch, steps, width)), keys, values
+
+
+class CachedBlock(nn.Module):
+    """Pre-norm block: x + attn(LN(x)); x + MLP(LN(x))."""
+
+    def __init__(self, d_model: int, num_heads: int, context: int, ff_dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = CachedSelfAttention(d_model, num_heads, context)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, ff_dim), nn.GELU(), nn.Linear(ff_dim, d_model))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache_k: torch.Tensor,
+        cache_v: torch.Tensor,
+        mask: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        attended, keys, values = self.attn(self.norm1(x), cache_k, cache_v, mask, cos, sin)
+        x = x + attended
+        return x + self.mlp(self.norm2(x)), keys, values
+
+
+class StatefulTransformerEncoder(nn.Module):
+    """(B, T, input_dim) steps + cache -> (final normed residual (B, T, d_model), new cache).
+
+    `context` counts the step itself: each position sees at most `context` steps.
+    """
+
+    def __init__(
+        self,
+        *,
+        input_dim: int,
+        context: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        ff_dim: int | None = None,
+        rope_base: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        self.input_dim = positive_int("input_dim", input_dim)
+        self.context = positive_int("context", context)
+        if context < 2:
+            raise ValueError(f"context must be at least 2 (the step and one before), got {context}")
+        self.d_model = positive_int("d_model", d_model)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.num_layers = positive_int("num_layers", num_layers)
+        ff_dim = 4 * d_model if ff_dim is None else positive_int("ff_dim", ff_dim)
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        head_dim = d_model // num_heads
+        if head_dim % 2 != 0:
+            raise ValueError(
+                f"d_model / num_heads = {head_dim} must be even (rotary embeddings rotate pairs)"
+            )
+        if not rope_base > 1.0:
+            raise ValueError(f"rope_base must be > 1, got {rope_base!r}")
+        self.embed = nn.Linear(input_dim, d_model)
+        self.blocks = nn.ModuleList(
+            CachedBlock(d_model, num_heads, context, ff_dim) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.output_dim = d_model
+        inv_freq = rope_base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # Window slot index of every cache slot, for the validity mask.
+        self.register_buffer("slots", torch.arange(context - 1), persistent=False)
+        self._tables: dict[tuple[int, torch.device], tuple[torch.Tensor, ...]] = {}
+
+    def initial_state(self, batch_size: int, device: torch.device | None = None) -> dict:
+        """An empty cache: k, v zeros (B, L, C-1, D); n zeros (B, 1)."""
+        shape = (batch_size, self.num_layers, self.context - 1, self.d_model)
+        return {
+            "k": torch.zeros(shape, device=device),
+            "v": torch.zeros(shape, device=device),
+            "n": torch.zeros(batch_size, 1, dtype=torch.int64, device=device),
+        }
+
+    def _tables_for(
+        self, steps: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(cos, sin) (C-1+T, head_dim / 2) and the window mask (T, C-1+T), cached per T."""
+        key = (steps, device)
+        if key not in self._tables:  # a handful of sizes: 1 (acting), max_seq_len, ...
+            # Plain tensors even when first built under inference_mode (acting), so
+            # training can save them for backward.
+            with torch.inference_mode(False):
+                past = self.context - 1
+                positions = torch.arange(past + steps, device=device, dtype=torch.float32)
+                angles = torch.outer(positions, self.inv_freq.to(device).clone())
+                query = torch.arange(past, past + steps, device=device)[:, None]
+                keys = torch.arange(past + steps, device=device)[None, :]
+                window = (keys <= query) & (keys > query - self.context)
+                self._tables[key] = (angles.cos(), angles.sin(), window)
+        return self._tables[key]
+
+    def _mask(self, n: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T, C-1+T): causal, within `context`, cache slots only where filled."""
+        past, steps = self.context - 1, window.shape[0]
+        filled = self.slots >= past - n  # (B, C-1): the newest n slots are real
+        valid = torch.cat((filled, filled.new_ones(n.shape[0], steps)), dim=1)
+        return (window[None] & valid[:, None, :])[:, None]
+
+    def forward(
+        self, x: torch.Tensor, state: dict[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """x (B, T, input_dim), state from `initial_state` or a previous call (None: empty).
+
+        Returns the final normed residual stream (B, T, d_model) and the cache after
+        the last of the T steps.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.input_dim:
+            raise ValueError(f"expected (B, T, {self.input_dim}) inputs, got {tuple(x.shape)}")
+        batch, steps = x.shape[:2]
+        if state is None:
+            state = self.initial_state(batch, device=x.device)
+        past = self.context - 1
+        cos, sin, window = self._tables_for(steps, x.device)
+        mask = self._mask(state["n"], window)
+        h = self.embed(x)
+        new_k, new_v = [], []
+        for layer, block in enumerate(self.blocks):
+            h, keys, values = block(h, state["k"][:, layer], state["v"][:, layer], mask, cos, sin)
+            new_k.append(keys[:, -past:])
+            new_v.append(values[:, -past:])
+        n_out = (state["n"] + steps).clamp(max=past)
+        return self.norm(h), {
+            "k": torch.stack(new_k, dim=1),
+            "v": torch.stack(new_v, dim=1),
+            "n": n_out,
+        }

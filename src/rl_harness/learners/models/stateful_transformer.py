@@ -1,0 +1,140 @@
+"""Causal-transformer actor-critic that carries its own context as RLlib recurrent state.
+
+`StatefulTransformerActorCritic` reads one token per step: the step's observation
+(flattened, discrete parts one-hot) and, by default, the previous action (one-hot for
+Discrete, the sampled vector for a Box). Each step attends to itself and the
+`context - 1` steps before it (rotary positions, pre-norm blocks; see
+`components.stateful_transformer`). Acting costs one step of attention: the env runner
+carries the per-layer key/value cache of the last `context - 1` steps as STATE_IN /
+STATE_OUT. Training runs each `max_seq_len` chunk from the cache RLlib stored at the
+chunk's start, so it sees exactly the context acting saw.
+
+model_config keys:
+  "max_seq_len"  (required) RLlib's training chunk length, e.g. 64.
+  "context"      steps each position sees, itself included (default 64, >= 2).
+  "d_model"      width (default 64); "num_heads" (4); "num_layers" (2);
+  "ff_dim"       MLP width (default 4 * d_model).
+  "prev_action"  feed the previous action (default True): needs the `prev_actions`
+                 column, so install `PrevActionToBatch` on both sides:
+                 config.env_runners(env_to_module_connector=prev_action_env_to_module)
+                 config.training(learner_connector=prev_action_learner)
+  plus the shared "head_hidden_sizes" and "activation" of ActorCriticRLModule.
+The original library's names map as n_layers -> num_layers, n_heads -> num_heads;
+unknown keys fail.
+
+State (per sample): {"k", "v": (num_layers, context - 1, d_model) float32,
+"n": (1,) int64 filled slots}. Representation (what probes read): the final normed
+residual stream. `encode(batch)` -> (B, T, d_model) for a (B, T, ...) batch (from
+STATE_IN, or an empty cache); `encode_step(batch)` -> ((B, d_model), state out) for
+one step without a time dim.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
+
+from rl_harness.learners.components.stateful_transformer import StatefulTransformerEncoder
+from rl_harness.learners.models.base import ActorCriticRLModule
+from rl_harness.learners.models.model_config import config_bool, config_int
+from rl_harness.learners.models.prev_action import PREV_ACTIONS
+from rl_harness.learners.models.spaces import flat_feature_dim, flat_features
+
+
+def _prev_action_dim(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return int(space.shape[0])
+    raise ValueError(f"unsupported action space {space}: use Discrete or a 1-D Box")
+
+
+class StatefulTransformerActorCritic(ActorCriticRLModule):
+    """Causal transformer over the agent's own past steps, with a carried K/V cache."""
+
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
+        "max_seq_len",
+        "context",
+        "d_model",
+        "num_heads",
+        "num_layers",
+        "ff_dim",
+        "prev_action",
+    )
+
+    def setup_trunk(self, config: dict[str, Any]) -> int:
+        if config.get("max_seq_len") is None:
+            raise ValueError(
+                "StatefulTransformerActorCritic needs model_config['max_seq_len'] (the length "
+                "of the chunks RLlib trains on), e.g. 64"
+            )
+        self.max_seq_len = config_int(config, "max_seq_len")
+        self.use_prev_action = config_bool(config, "prev_action", True)
+        self.obs_dim = flat_feature_dim(self.observation_space)
+        self.action_dim = _prev_action_dim(self.action_space) if self.use_prev_action else 0
+        d_model = config_int(config, "d_model", 64)
+        context = config_int(config, "context", 64)
+        if context < 2:
+            raise ValueError(f"model_config['context'] must be at least 2, got {context}")
+        self.transformer = StatefulTransformerEncoder(
+            input_dim=self.obs_dim + self.action_dim,
+            context=context,
+            d_model=d_model,
+            num_heads=config_int(config, "num_heads", 4),
+            num_layers=config_int(config, "num_layers", 2),
+            ff_dim=config_int(config, "ff_dim", 4 * d_model),
+        )
+        return d_model
+
+    @override(RLModule)
+    def get_initial_state(self) -> dict[str, np.ndarray]:
+        enc = self.transformer
+        shape = (enc.num_layers, enc.context - 1, enc.d_model)
+        return {
+            "k": np.zeros(shape, np.float32),
+            "v": np.zeros(shape, np.float32),
+            "n": np.zeros((1,), np.int64),
+        }
+
+    def input_parameters(self) -> list[torch.nn.Parameter]:
+        return [self.transformer.embed.weight]
+
+    def _inputs(self, batch: dict[str, Any]) -> torch.Tensor:
+        obs = batch[Columns.OBS]
+        if obs.dim() != 2 + len(self.observation_space.shape):
+            raise ValueError(
+                f"{type(self).__name__} expects obs of shape (B, T, "
+                f"*{self.observation_space.shape}), got {tuple(obs.shape)}"
+            )
+        features = flat_features(obs, self.observation_space, 2)
+        if not self.use_prev_action:
+            return features
+        if PREV_ACTIONS not in batch:
+            raise KeyError(
+                f"{type(self).__name__} reads the previous action from the batch column "
+                f"{PREV_ACTIONS!r}: install PrevActionToBatch (prev_action_env_to_module, "
+                "prev_action_learner) or set model_config['prev_action'] = False"
+            )
+        prev = batch[PREV_ACTIONS].to(features.dtype)
+        return torch.cat((features, prev.reshape(*features.shape[:2], self.action_dim)), -1)
+
+    def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.transformer(self._inputs(batch), batch.get(Columns.STATE_IN))
+
+    def encode_step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One step without a time dim: obs (B, *obs_shape), `prev_actions` (B, A) if used,
+        STATE_IN (or none: an empty cache) -> (representation (B, d_model), state out).
+        """
+        stepped = {Columns.OBS: batch[Columns.OBS].unsqueeze(1)}
+        if PREV_ACTIONS in batch:
+            stepped[PREV_ACTIONS] = batch[PREV_ACTIONS].unsqueeze(1)
+        if Columns.STATE_IN in batch:
+            stepped[Columns.STATE_IN] = batch[Columns.STATE_IN]
+        representation, state = self.representation(stepped)
+        return representation[:, 0], state
