@@ -1,7 +1,16 @@
-"""PPO env steps/s on the MESS3 next-token task: the harness runner vs a bare RLlib loop.
+"""PPO env steps/s: the harness runner vs a bare RLlib loop, and module vs module.
 
 Run: .venv/bin/python bench/train_throughput.py [--iterations 6] [--rounds 2]
                                                  [--modules mlp gru transformer]
+     .venv/bin/python bench/train_throughput.py --compare modules [--iterations 4]
+                                                 [--profile cpu-local|single-gpu]
+
+`--compare modules` (see `compare_modules`) trains MLP, GRU, the stateless window
+transformer and the stateful (K/V-cache) transformer at the flagship size on the
+continuous occupancy-control task, side by side in one run, and times acting: the
+stateful model's one-step cache read vs re-encoding the whole window per env step.
+
+`--compare harness` (the default) is described below.
 
 For each RLModule the same config is trained twice per round, side by side in one
 process: once by `rl_harness.harness.runners.run_algorithm` (metrics.jsonl, progress
@@ -149,17 +158,214 @@ def run_harness(config, seed: int, iterations: int, workdir: Path) -> Measuremen
     )
 
 
+# The original library's flagship: transformer d_model 96, 3 layers, 4 heads, context 64;
+# PPO with 4 envs per runner, 4096-step batches, 4 epochs, on occupancy control
+# (delay 1, w_max 5, beta 4, 1024-step episodes). Its agent trained at ~400 env steps/s
+# on a 2-core machine; the target here is >= 3x that for the stateful transformer.
+FLAGSHIP_ENV = {
+    "model": "rl_harness.envs.mess3:control_chain_model",
+    "model_kwargs": {"alpha": 0.85},
+    "task": "rl_harness.envs.mess3.tasks:OccupancyControlTask",
+    "task_kwargs": {"w_max": 5.0, "beta": 4.0},
+    "observation_delay": 1,
+    "episode_length": 1024,
+}
+FLAGSHIP_WIDTH = {"d_model": 96, "num_heads": 4, "num_layers": 3}
+FLAGSHIP_CONTEXT = 64
+# name -> (module class name, model_config, token window the env shows)
+FLAGSHIP_MODULES: dict[str, tuple[str, dict[str, Any], int]] = {
+    "mlp": ("MLPActorCritic", {"hidden_sizes": [96, 96]}, 1),
+    "gru": ("GRUActorCritic", {"hidden_size": 96, "max_seq_len": 64}, 1),
+    "transformer": ("TransformerActorCritic", {"context_len": 16} | FLAGSHIP_WIDTH, 16),
+    "stateful_transformer": (
+        "StatefulTransformerActorCritic",
+        {"context": FLAGSHIP_CONTEXT, "max_seq_len": 64} | FLAGSHIP_WIDTH,
+        1,
+    ),
+}
+
+
+def flagship_config(name: str, args: argparse.Namespace):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from rl_harness.envs.hmm import ENV_ID
+    from rl_harness.learners import models
+
+    class_name, model_config, window = FLAGSHIP_MODULES[name]
+    config = (
+        PPOConfig()
+        .environment(ENV_ID, env_config=FLAGSHIP_ENV | {"token_window": window})
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=args.envs_per_runner,
+            gym_env_vectorize_mode="vector_entry_point",
+        )
+        .training(
+            train_batch_size_per_learner=args.batch_size,
+            minibatch_size=args.minibatch_size,
+            num_epochs=args.num_epochs,
+            lr=3e-4,
+        )
+        .rl_module(
+            rl_module_spec=RLModuleSpec(
+                module_class=getattr(models, class_name), model_config=model_config
+            )
+        )
+    )
+    if class_name == "StatefulTransformerActorCritic":
+        config.env_runners(env_to_module_connector=models.prev_action_env_to_module)
+        config.training(learner_connector=models.prev_action_learner)
+    return config
+
+
+def run_plain(config, seed: int, iterations: int, profile: str) -> float:
+    from rl_harness.harness.hardware import apply_hardware, resolve_profile
+
+    plan = resolve_profile(profile)
+    config = apply_hardware(config, plan)
+    if plan.num_env_runners == 0:  # cpu-local: keep the flagship's 4 envs in the driver
+        config.env_runners(num_envs_per_env_runner=config.num_envs_per_env_runner)
+    config.debugging(seed=seed)
+    clock = Clock()
+    algo = config.build_algo()
+    try:
+        for _ in range(iterations):
+            clock.tick(algo.train())
+    finally:
+        algo.stop()
+    return clock.steady_steps_per_s()
+
+
+def acting_cost(batch: int, repeats: int, device: str) -> tuple[float, float]:
+    """Microseconds per env step of acting at the flagship size: (stateful one-step read
+    of its K/V cache, stateless re-encode of a `context`-step window)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from rl_harness.learners.models import (
+        PREV_ACTIONS,
+        StatefulTransformerActorCritic,
+        TransformerActorCritic,
+    )
+
+    act = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    stateful = StatefulTransformerActorCritic(
+        observation_space=gym.spaces.Box(0.0, 1.0, (3,), np.float32),
+        action_space=act,
+        model_config={"context": FLAGSHIP_CONTEXT, "max_seq_len": 64} | FLAGSHIP_WIDTH,
+    ).to(device)
+    window = TransformerActorCritic(
+        observation_space=gym.spaces.Box(0.0, 1.0, (FLAGSHIP_CONTEXT, 5), np.float32),
+        action_space=act,
+        model_config=FLAGSHIP_WIDTH,
+    ).to(device)
+    state = {
+        k: torch.as_tensor(np.stack([v] * batch), device=device)
+        for k, v in stateful.get_initial_state().items()
+    }
+    state["n"].fill_(FLAGSHIP_CONTEXT - 1)  # a full cache, as in steady acting
+    step = {
+        Columns.OBS: torch.rand(batch, 1, 3, device=device),
+        PREV_ACTIONS: torch.rand(batch, 1, 2, device=device),
+        Columns.STATE_IN: state,
+    }
+    windowed = {Columns.OBS: torch.rand(batch, FLAGSHIP_CONTEXT, 5, device=device)}
+
+    def timed(fn) -> float:
+        for _ in range(10):
+            fn()
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            if device != "cpu":
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) / repeats / batch * 1e6)
+        return statistics.median(times)
+
+    return (
+        timed(lambda: stateful.forward_exploration(step)),
+        timed(lambda: window.forward_exploration(windowed)),
+    )
+
+
+def compare_modules(args: argparse.Namespace) -> int:
+    import ray
+    import torch
+
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    device = "cuda" if args.profile != "cpu-local" and torch.cuda.is_available() else "cpu"
+    stateful_us, window_us = acting_cost(args.envs_per_runner, 200, device)
+    print(
+        f"acting at the flagship size, batch {args.envs_per_runner}, {device}: stateful "
+        f"{stateful_us:.0f} us/env step, re-encoding the {FLAGSHIP_CONTEXT}-step window "
+        f"{window_us:.0f} us/env step, ratio {window_us / stateful_us:.1f}x",
+        flush=True,
+    )
+    ray.init(include_dashboard=False, log_to_driver=False)
+    rates: dict[str, list[float]] = {name: [] for name in args.flagship_modules}
+    for r in range(args.rounds):
+        for name in args.flagship_modules:  # interleaved: drift hits every module
+            rate = run_plain(flagship_config(name, args), args.seed, args.iterations, args.profile)
+            rates[name].append(rate)
+            print(f"  round {r + 1} {name:<21} {rate:8.0f} env steps/s", flush=True)
+    ray.shutdown()
+    print()
+    print(
+        f"PPO on occupancy control, profile {args.profile}, {args.envs_per_runner} envs/runner, "
+        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_epochs} epochs, "
+        f"median of {args.rounds} rounds (iterations 2..{args.iterations}), "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    base = statistics.median(rates["mlp"]) if "mlp" in rates else None
+    for name, values in rates.items():
+        rate = statistics.median(values)
+        versus = f"{rate / base:7.2f}x mlp" if base else ""
+        print(f"{name:<22}{rate:>9.0f} env steps/s {versus}")
+    print("reference: the original library's flagship agent, ~400 env steps/s on 2 cores")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=8, help="training iterations per run")
     parser.add_argument("--rounds", type=int, default=3, help="bare/harness pairs per module")
-    parser.add_argument("--batch-size", type=int, default=1024, help="train batch (env steps)")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="train batch (harness 1024, modules 4096)"
+    )
     parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=list(MODULES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--torch-threads", type=int, default=1, help="0 keeps torch's default")
+    parser.add_argument("--compare", choices=("harness", "modules"), default="harness")
+    parser.add_argument(
+        "--flagship-modules",
+        nargs="+",
+        choices=sorted(FLAGSHIP_MODULES),
+        default=list(FLAGSHIP_MODULES),
+        help="--compare modules: which modules",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("cpu-local", "single-gpu"),
+        default="cpu-local",
+        help="--compare modules: hardware profile (single-gpu: learner on the GPU, "
+        "CPUs - 2 env runners)",
+    )
+    parser.add_argument("--envs-per-runner", type=int, default=4)
+    parser.add_argument("--minibatch-size", type=int, default=512)
+    parser.add_argument("--num-epochs", type=int, default=4)
     args = parser.parse_args(argv)
     if args.iterations < 3:
         parser.error("--iterations must be at least 3 (the first is warm-up)")
+    if args.compare == "modules":
+        args.batch_size = args.batch_size or 4096
+        return compare_modules(args)
+    args.batch_size = args.batch_size or 1024
 
     import ray
     import torch
