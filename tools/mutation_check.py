@@ -54,8 +54,8 @@ MUTATIONS = [
         "harness/runners.py",
         (
             (
-                'if status != "failed" and (not checkpoints',
-                'if status == "completed" and (not checkpoints',
+                "and status != FAILED",
+                "and status == COMPLETED",
             ),
         ),
         ("tests/harness/test_interrupted_checkpoint.py",),
