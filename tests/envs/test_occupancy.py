@@ -331,3 +331,41 @@ def test_control_record_of_the_task_is_vectorized():
     assert isinstance(control, Control)
     for a, u in zip(actions, control.transition_matrices, strict=True):
         np.testing.assert_allclose(u, direct_tilt(a), atol=1e-14)
+
+
+@pytest.mark.parametrize("delay", [0, 1, 2])
+def test_decision_belief_in_the_observation_is_the_info_one(delay):
+    # include_decision_belief appends info["decision_belief"] to the observation (last, so
+    # the other parts keep their places); with the option off nothing else changes.
+    config = occupancy_config(token_window=2, action_window=1, observation_delay=delay)
+    with_belief = HMMVectorEnv(3, config | {"include_decision_belief": True})
+    without = HMMVectorEnv(3, config)
+    layout = with_belief.layout
+    assert layout.decision_belief == slice(without.layout.size, without.layout.size + 3)
+    size = without.layout.size
+    assert without.layout.decision_belief == slice(size, size)  # empty
+    assert with_belief.single_observation_space.shape == (without.layout.size + 3,)
+    rng = np.random.default_rng(5)
+    obs, info = with_belief.reset(seed=[1, 2, 3])
+    plain, _ = without.reset(seed=[1, 2, 3])
+    for _ in range(12):
+        np.testing.assert_array_equal(obs[:, : without.layout.size], plain)
+        np.testing.assert_allclose(
+            obs[:, layout.decision_belief], info["decision_belief"], atol=1e-7
+        )
+        actions = rng.uniform(-5, 5, size=(3, 2)).astype(np.float32)
+        obs, _, _, _, info = with_belief.step(actions)
+        plain, *_ = without.step(actions)
+    with_belief.close()
+    without.close()
+    # Without the info key the belief is still tracked for the observation.
+    alone = HMMEnv(
+        occupancy_config(token_window=1, observation_delay=1, info=[])
+        | {"include_decision_belief": True}
+    )
+    obs, _ = alone.reset(seed=0)
+    np.testing.assert_allclose(obs[alone.layout.decision_belief], [0.45, 0.45, 0.10], atol=1e-7)
+    obs, *_ = alone.step(np.array([5.0, -5.0], dtype=np.float32))
+    assert obs[alone.layout.decision_belief].sum() == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="'include_decision_belief' must be a bool"):
+        HMMEnv(occupancy_config(include_decision_belief=1))

@@ -10,6 +10,7 @@ autoreset), both built from the same JSON-serializable env_config (see `HMMEnvCo
      "task": "rl_harness.envs.mess3.tasks:NextTokenTask", "task_kwargs": {},
      "episode_length": 128, "random_first_episode_length": False, "token_window": 8,
      "action_window": 0, "include_belief": False, "include_state": False,
+     "include_decision_belief": False,
      "observation_delay": 0, "info": ["token", "belief"]}
 
 Importing this package registers ENV_ID = "rl_harness/HMM-v0" with gymnasium (entry point

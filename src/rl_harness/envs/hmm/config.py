@@ -45,6 +45,7 @@ class HMMEnvConfig:
     action_window: int = 0
     include_belief: bool = False
     include_state: bool = False
+    include_decision_belief: bool = False
     observation_delay: int = 0
     info: tuple[str, ...] = ()
 
@@ -95,17 +96,18 @@ class HMMEnvConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"env_config {name!r} must be an int >= {minimum}, got {value!r}")
-        for name in ("random_first_episode_length", "include_belief", "include_state"):
+        flags = ("random_first_episode_length", "include_belief", "include_state")
+        for name in (*flags, "include_decision_belief"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"env_config {name!r} must be a bool")
         bad = sorted(set(self.info) - set(INFO_KEYS))
         if bad:
             raise ValueError(f"unknown info keys {bad}; allowed: {list(INFO_KEYS)}")
         if not (self.token_window or self.action_window or self.include_belief):
-            if not self.include_state:
+            if not (self.include_state or self.include_decision_belief):
                 raise ValueError(
                     "the observation would be empty: set token_window, action_window, "
-                    "include_belief or include_state"
+                    "include_belief, include_state or include_decision_belief"
                 )
 
 

@@ -46,7 +46,9 @@ class ObservationLayout:
     actions: newest-first previous executed actions (action_window x n_actions one-hot for a
     Discrete task; action_window x dim for a Box task, each scaled to [0, 1] by the box
     bounds, zeros before any action);
-    belief: exact belief (lagged by observation_delay); state: one-hot hidden state (privileged).
+    belief: exact belief (lagged by observation_delay); state: one-hot hidden state (privileged);
+    decision_belief: the decision belief (info["decision_belief"]: what the agent's own
+    history determines), last so the other parts keep their places.
     """
 
     tokens: slice
@@ -54,6 +56,7 @@ class ObservationLayout:
     belief: slice
     state: slice
     size: int
+    decision_belief: slice = slice(0, 0)
 
 
 def _layout(config: HMMEnvConfig, model: HMMModel, action_size: int) -> ObservationLayout:
@@ -62,10 +65,11 @@ def _layout(config: HMMEnvConfig, model: HMMModel, action_size: int) -> Observat
         config.action_window * action_size,
         model.n_states if config.include_belief else 0,
         model.n_states if config.include_state else 0,
+        model.n_states if config.include_decision_belief else 0,
     )
     bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    slices = [slice(bounds[i], bounds[i + 1]) for i in range(4)]
-    return ObservationLayout(*slices, size=int(bounds[-1]))
+    slices = [slice(bounds[i], bounds[i + 1]) for i in range(5)]
+    return ObservationLayout(*slices[:4], size=int(bounds[-1]), decision_belief=slices[4])
 
 
 def _one_hot_table(n: int) -> np.ndarray:
@@ -170,7 +174,7 @@ class BatchSimulator:
         self._action_table = _one_hot_table(self.n_actions) if not self.continuous else None
         self._state_table = np.eye(s, dtype=np.float32)
         delay, window = config.observation_delay, config.token_window
-        self._want_decision = "decision_belief" in config.info
+        self._want_decision = "decision_belief" in config.info or config.include_decision_belief
         self._want_matrix = "transition_matrix" in config.info or (
             self._want_decision and delay > 0
         )
@@ -422,6 +426,8 @@ class BatchSimulator:
             obs[:, layout.belief] = self._belief_history[:, -1]
         if config.include_state:
             obs[:, layout.state] = self._state_table[self._state]
+        if config.include_decision_belief:
+            obs[:, layout.decision_belief] = self._decision
         return obs
 
     def _info(
