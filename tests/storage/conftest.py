@@ -70,7 +70,7 @@ def config(proxy, bucket) -> B2Config:
         multipart_threshold=8 * 1024 * 1024,
         multipart_chunksize=5 * 1024 * 1024,  # S3's smallest part size
         max_attempts=3,
-        retry_base_delay_s=0.01,
+        allow_http_loopback=True,  # moto and the proxy speak plain HTTP on 127.0.0.1
     )
 
 
@@ -83,6 +83,7 @@ def b2_env(config, monkeypatch) -> dict[str, str]:
         "B2_APPLICATION_KEY_ID": KEY_ID,
         "B2_APPLICATION_KEY": APP_KEY,
         "B2_PREFIX": config.prefix,
+        "RL_HARNESS_B2_ALLOW_HTTP_LOOPBACK": "1",
     }
     for name in ("RL_HARNESS_B2_ENV_FILE", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)

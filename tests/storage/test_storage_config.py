@@ -57,6 +57,7 @@ def test_aws_names_are_fallbacks_and_b2_names_win():
         "AWS_ACCESS_KEY_ID": "aws-key-id-123",
         "AWS_SECRET_ACCESS_KEY": "aws-secret-456",
         "AWS_DEFAULT_REGION": "eu-west-1",
+        "RL_HARNESS_B2_ALLOW_HTTP_LOOPBACK": "1",
     }
     config = load_b2_config(env)
     assert (config.endpoint, config.key_id, config.application_key, config.region) == (
@@ -146,8 +147,26 @@ def test_bad_values_are_rejected():
     with pytest.raises(StorageConfigError, match="max_workers"):
         B2Config(
             bucket="b",
-            endpoint="http://x",
+            endpoint="https://x",
             key_id="k" * 10,
             application_key="s" * 10,
             max_workers=0,
         )
+
+
+def test_plain_http_only_to_loopback_and_only_when_switched_on():
+    env = {**FULL, "B2_ENDPOINT": "http://127.0.0.1:9000"}
+    with pytest.raises(StorageConfigError, match="must use https://.*RL_HARNESS_B2_ALLOW_HTTP"):
+        load_b2_config(env)
+    switched = {**env, "RL_HARNESS_B2_ALLOW_HTTP_LOOPBACK": "1"}
+    assert load_b2_config(switched).endpoint == "http://127.0.0.1:9000"
+    for host in ("localhost:9000", "[::1]:9000", "127.0.0.2"):
+        assert load_b2_config({**switched, "B2_ENDPOINT": f"http://{host}"}).allow_http_loopback
+    for host in ("10.0.0.5:9000", "s3.us-west-004.backblazeb2.com", "localhost.evil.com"):
+        with pytest.raises(StorageConfigError, match="only to a loopback address"):
+            load_b2_config({**switched, "B2_ENDPOINT": f"http://{host}"})
+    # The switch changes nothing for https endpoints, and no scheme still means https.
+    assert (
+        load_b2_config({**FULL, "RL_HARNESS_B2_ALLOW_HTTP_LOOPBACK": "1"}).endpoint
+        == (FULL["B2_ENDPOINT"])
+    )

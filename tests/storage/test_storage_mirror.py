@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
-from rl_harness.harness.storage import mirror_run_artifacts
+from rl_harness.harness.storage import download_files, mirror_run_artifacts
+from rl_harness.harness.storage.download import wanted_from_index
 from tests.storage.s3_fakes import APP_KEY, KEY_ID, Fault
 
 RUN_PATH = "studies/mess3/ppo/20261202T134500Z-3f9a1c2e"
@@ -105,8 +107,8 @@ def test_failure_mid_way_is_recorded_then_resumed(config, proxy, raw_s3, tmp_pat
     statuses = {entry["path"]: entry["status"] for entry in index["files"]}
     assert statuses["checkpoints/iter_1/state.pt"] == "failed"
     assert index["status"] == "failed"
-    # Our per-file retries on top of botocore's per-request ones: 3 x 3 attempts.
-    assert len(proxy.requests("PUT", "state.pt")) == 9
+    # botocore's standard retry mode is the only layer: max_attempts (3) requests, no more.
+    assert len(proxy.requests("PUT", "state.pt")) == config.max_attempts
 
     proxy.faults.clear()
     proxy.seen.clear()
@@ -125,13 +127,20 @@ def test_failure_mid_way_is_recorded_then_resumed(config, proxy, raw_s3, tmp_pat
 
 def test_transient_errors_are_retried_until_they_pass(config, proxy, tmp_path):
     make_tree(tmp_path / "artifacts")
-    # Four 503s: botocore's three quick attempts fail, our backoff retry then gets through.
-    proxy.faults.append(Fault("PUT", "x.bin", times=4))
+    # Two 503s: botocore's third attempt gets through (max_attempts=3).
+    proxy.faults.append(Fault("PUT", "x.bin", times=2))
     proxy.faults.append(Fault("HEAD", "meta.json", times=1, status=500, code="InternalError"))
+    proxy.faults.append(Fault("PUT", "partNumber=2", times=2, status=500, code="InternalError"))
+    (tmp_path / "artifacts" / "big.pt").write_bytes(os.urandom(11 * 1024 * 1024))
     summary = mirror(config, tmp_path)
     assert summary["status"] == "completed", summary["error"]
-    assert summary["uploaded"] == 4
-    assert len(proxy.requests("PUT", "x.bin")) == 5
+    assert summary["uploaded"] == 5
+    assert len(proxy.requests("PUT", "x.bin")) == 3
+    # A failing part is retried on its own: one multipart upload, parts 1 and 3 sent once.
+    assert len(proxy.requests("POST", "big.pt?uploads")) == 1
+    assert len(proxy.requests("PUT", "partNumber=1")) == 1
+    assert len(proxy.requests("PUT", "partNumber=2")) == 3
+    assert len(proxy.requests("PUT", "partNumber=3")) == 1
 
 
 def test_permanent_errors_are_not_retried(config, proxy, tmp_path):
@@ -244,22 +253,80 @@ def test_secrets_never_written_or_logged(config, proxy, tmp_path, capsys):
     assert APP_KEY not in written
 
 
-def test_ctrl_c_during_upload_returns_failed_and_records_what_is_left(config, proxy, tmp_path):
-    make_tree(tmp_path / "artifacts")
-    # The first upload to arrive is slow, and Ctrl-C hits the main thread while it waits.
-    proxy.faults.append(Fault("PUT", "", times=1, status=0, delay_s=1.0, interrupt_main=True))
-    summary = mirror(replace(config, max_workers=1), tmp_path)
-    assert summary["status"] == "failed"
-    assert "interrupted" in summary["error"]
+def in_progress(raw_s3, bucket) -> list[str]:
+    return [item["Key"] for item in raw_s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+def test_ctrl_c_cancels_transfers_and_aborts_their_multipart_uploads(
+    config, proxy, raw_s3, tmp_path
+):
+    files = make_tree(tmp_path / "artifacts")
+    big = os.urandom(11 * 1024 * 1024)  # 3 parts
+    (tmp_path / "artifacts" / "big.pt").write_bytes(big)
+    # Part 2 is slow, and a real SIGINT hits the main thread when it arrives.
+    proxy.faults.append(
+        Fault("PUT", "partNumber=2", times=1, status=0, delay_s=2.0, interrupt_main=True)
+    )
+    started = time.monotonic()
+    summary = mirror(config, tmp_path)
+    took = time.monotonic() - started
+
+    assert summary["status"] == "failed" and "interrupted" in summary["error"]
+    assert took < 15  # not the minutes a 100 MiB part queue could take: cancelled, not drained
+    assert in_progress(raw_s3, config.bucket) == []  # no billed parts left behind
     index = json.loads((tmp_path / "results" / "remote_artifacts.json").read_text())
-    assert len(index["files"]) == 4
-    # None finished before Ctrl-C: all are recorded as interrupted.
-    assert [entry["error"] for entry in index["files"]] == ["interrupted"] * 4
-    # The upload in flight finishes in the background; the rerun then skips it.
-    deadline = time.monotonic() + 30
-    while any(t.name.startswith("b2-upload") for t in threading.enumerate()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    by_path = {entry["path"]: entry for entry in index["files"]}
+    assert set(by_path) == {*files, "big.pt"}
+    assert (by_path["big.pt"]["status"], by_path["big.pt"]["error"]) == ("failed", "interrupted")
+
     rerun = mirror(config, tmp_path)
-    assert rerun["status"] == "completed"
-    assert rerun["skipped"] >= 1 and rerun["uploaded"] + rerun["skipped"] == 4
+    assert rerun["status"] == "completed", rerun["error"]
+    assert rerun["uploaded"] + rerun["skipped"] == 5
+    body = raw_s3.get_object(Bucket=config.bucket, Key=f"{BASE_KEY}/big.pt")["Body"].read()
+    assert body == big
+
+
+_KILLABLE_MIRROR = f"""
+import sys
+from pathlib import Path
+from rl_harness.harness.storage import B2Config, mirror_run_artifacts
+bucket, endpoint, root, run_path = sys.argv[1:]
+config = B2Config(bucket=bucket, endpoint=endpoint, key_id={KEY_ID!r}, application_key={APP_KEY!r},
+    prefix="lab/rl", max_workers=2, multipart_threshold=8 << 20, multipart_chunksize=5 << 20,
+    allow_http_loopback=True)
+mirror_run_artifacts(config, artifacts_dir=Path(root) / "artifacts",
+    results_dir=Path(root) / "results", remote_run_path=run_path)
+"""
+
+
+def test_killed_mid_multipart_then_rerun_leaves_nothing_billed(config, proxy, raw_s3, tmp_path):
+    files = make_tree(tmp_path / "artifacts")
+    files["big.pt"] = os.urandom(16 * 1024 * 1024)  # 4 parts of 5 MiB
+    (tmp_path / "artifacts" / "big.pt").write_bytes(files["big.pt"])
+    proxy.faults.append(Fault("PUT", "partNumber=3", times=1, status=0, delay_s=30.0))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE_MIRROR, config.bucket, config.endpoint, tmp_path, RUN_PATH]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not proxy.requests("PUT", "partNumber=3"):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.kill()  # SIGKILL mid-multipart: no handler, no abort, parts left behind
+        process.wait()
+    assert in_progress(raw_s3, config.bucket) == [f"{BASE_KEY}/big.pt"]
+    proxy.faults.clear()
+
+    logs: list[str] = []
+    rerun = mirror(config, tmp_path, logs)
+    assert rerun["status"] == "completed", rerun["error"]
+    assert rerun["aborted_uploads"] == 1
+    assert any("aborted 1 unfinished multipart upload" in line for line in logs)
+    assert in_progress(raw_s3, config.bucket) == []
+    wanted, problems = wanted_from_index(tmp_path / "results")
+    report = download_files(config, wanted, tmp_path / "fetched", log=logs.append)
+    assert problems == [] and report.ok, report.problems
+    assert sorted(report.downloaded) == sorted(files)
+    for rel, data in files.items():
+        assert (tmp_path / "fetched" / rel).read_bytes() == data

@@ -1,45 +1,31 @@
-"""The boto3 S3 client for B2, transfer settings, and retries with exponential backoff."""
+"""The boto3 S3 client for B2, the shared transfer manager, and cleanup of unfinished uploads."""
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable
 
 import boto3
 import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
+from s3transfer.manager import TransferManager
 
 from rl_harness.harness.storage.config import B2Config
 
-_PART_CONCURRENCY = 4  # parts of one multipart file in flight at once
-_REQUEST_ATTEMPTS = 3  # botocore's quick per-request retries (each part retries on its own)
-_MAX_DELAY_S = 30.0
-_TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
-_TRANSIENT_CODES = {
-    "RequestTimeout",
-    "SlowDown",
-    "ServiceUnavailable",
-    "InternalError",
-    "Throttling",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-}
-_TRANSIENT_TYPES = (
-    botocore.exceptions.ConnectionError,
-    botocore.exceptions.HTTPClientError,
-    botocore.exceptions.IncompleteReadError,
-)
+_PART_CONCURRENCY = 4  # requests in flight per file slot: parts of multipart files
 
 
 def client_config(config: B2Config) -> Config:
     return Config(
-        # B2 rejects the CRC checksums boto3 >= 1.36 sends by default.
+        # Checksums only when an operation requires them. boto3 >= 1.36 sends CRC checksums by
+        # default; B2 rejected them until it added support in 2025, and `when_required` is
+        # safe either way (we verify our own sha256).
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         signature_version="s3v4",
-        retries={"mode": "standard", "total_max_attempts": _REQUEST_ATTEMPTS},
+        # The only retry layer: botocore retries each request (each part of a multipart upload
+        # on its own) on connection errors, timeouts, throttling and 5xx, with jittered backoff.
+        retries={"mode": "standard", "total_max_attempts": config.max_attempts},
         max_pool_connections=config.max_workers * _PART_CONCURRENCY + 2,
         connect_timeout=20,
         read_timeout=120,
@@ -60,10 +46,18 @@ def transfer_config(config: B2Config) -> TransferConfig:
     return TransferConfig(
         multipart_threshold=config.multipart_threshold,
         multipart_chunksize=config.multipart_chunksize,
-        max_concurrency=_PART_CONCURRENCY,
+        # One queue for every file of a run: this many requests (whole files or parts) at once.
+        max_concurrency=config.max_workers * _PART_CONCURRENCY,
         use_threads=True,
         preferred_transfer_client="classic",  # the CRT client ignores our botocore Config
     )
+
+
+def transfer_manager(client, config: B2Config) -> TransferManager:
+    """The one s3transfer manager a mirror or download shares across all its files.
+
+    On failure or cancel, s3transfer aborts the multipart upload it started."""
+    return TransferManager(client, transfer_config(config))
 
 
 def _causes(exc: BaseException):
@@ -75,19 +69,6 @@ def _causes(exc: BaseException):
         current = current.__cause__ or current.__context__
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: connection trouble, timeouts, throttling and 5xx, also when wrapped
-    (boto3's S3UploadFailedError carries the ClientError as its context)."""
-    for cause in _causes(exc):
-        if isinstance(cause, _TRANSIENT_TYPES):
-            return True
-        if isinstance(cause, botocore.exceptions.ClientError):
-            error = cause.response.get("Error", {})
-            status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            return status in _TRANSIENT_STATUS or error.get("Code") in _TRANSIENT_CODES
-    return False
-
-
 def error_status(exc: BaseException) -> int | None:
     """The HTTP status of the ClientError behind `exc`, if there is one."""
     for cause in _causes(exc):
@@ -96,20 +77,33 @@ def error_status(exc: BaseException) -> int | None:
     return None
 
 
-def with_retries[T](
-    action: Callable[[], T],
-    *,
-    attempts: int,
-    base_delay_s: float,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """Run `action`, retrying transient failures with jittered exponential backoff."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except Exception as exc:
-            if attempt + 1 >= attempts or not is_transient(exc):
-                raise
-            delay = min(_MAX_DELAY_S, base_delay_s * 2**attempt)
-            sleep(delay * (0.5 + 0.5 * random.random()))  # jitter spreads parallel retries
-    raise AssertionError("unreachable")
+def unfinished_uploads(client, bucket: str, prefix: str) -> list[tuple[str, str]]:
+    """(key, upload id) of every in-progress multipart upload under `prefix`."""
+    found = []
+    for page in client.get_paginator("list_multipart_uploads").paginate(
+        Bucket=bucket, Prefix=prefix
+    ):
+        found += [(item["Key"], item["UploadId"]) for item in page.get("Uploads", [])]
+    return found
+
+
+def abort_unfinished_uploads(client, bucket: str, prefix: str, log: Callable[[str], None]) -> int:
+    """Abort every in-progress multipart upload under `prefix` (B2 bills their parts).
+
+    We abort rather than resume: s3transfer cannot continue another process's upload, and
+    trusting old parts would need their hashes checked against a file that may have changed.
+    Returns how many were aborted; problems are logged, never raised."""
+    aborted = 0
+    try:
+        for key, upload_id in unfinished_uploads(client, bucket, prefix):
+            try:
+                client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+                aborted += 1
+            except Exception as exc:
+                if error_status(exc) != 404:  # already gone: aborted or completed meanwhile
+                    log(f"[storage] could not abort unfinished upload of {key}: {exc}")
+    except Exception as exc:
+        log(f"[storage] could not list unfinished uploads under {prefix}: {exc}")
+    if aborted:
+        log(f"[storage] aborted {aborted} unfinished multipart upload(s) under {prefix}")
+    return aborted

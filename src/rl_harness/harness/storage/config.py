@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -10,6 +11,8 @@ from pathlib import Path
 
 MiB = 1024 * 1024
 ENV_FILE_VAR = "RL_HARNESS_B2_ENV_FILE"
+# Tests (and a local S3 stand-in) speak plain HTTP on 127.0.0.1; B2 itself accepts only HTTPS.
+ALLOW_HTTP_VAR = "RL_HARNESS_B2_ALLOW_HTTP_LOOPBACK"
 
 # Each setting: the B2 name first, then the AWS-style fallbacks, in order of preference.
 _BUCKET = ("B2_BUCKET",)
@@ -39,8 +42,8 @@ class B2Config:
     max_workers: int = 8  # files transferred at once
     multipart_threshold: int = 100 * MiB  # B2 recommends 100 MB parts; its minimum is 5 MB
     multipart_chunksize: int = 100 * MiB
-    max_attempts: int = 5  # per file, on top of botocore's own per-request retries
-    retry_base_delay_s: float = 1.0  # exponential backoff: base * 2**attempt, jittered
+    max_attempts: int = 5  # botocore standard retry mode: attempts per request (and per part)
+    allow_http_loopback: bool = False  # http:// allowed only to 127.0.0.0/8, ::1, localhost
 
     def __post_init__(self) -> None:
         if not self.bucket:
@@ -48,7 +51,18 @@ class B2Config:
         if not self.key_id or not self.application_key:
             raise StorageConfigError("B2 key id and application key must both be set")
         if not self.endpoint.startswith(("http://", "https://")):
-            raise StorageConfigError("B2 endpoint must be an http(s) URL")
+            raise StorageConfigError("B2 endpoint must be an https:// URL")
+        if self.endpoint.startswith("http://"):
+            if not self.allow_http_loopback:
+                raise StorageConfigError(
+                    "B2 endpoint must use https:// (B2 rejects plain HTTP); for a local test "
+                    f"server on a loopback address set {ALLOW_HTTP_VAR}=1"
+                )
+            if not _is_loopback(endpoint_host(self.endpoint)):
+                raise StorageConfigError(
+                    f"{ALLOW_HTTP_VAR} allows http:// only to a loopback address "
+                    "(127.0.0.0/8, ::1, localhost)"
+                )
         if self.max_workers < 1 or self.max_attempts < 1:
             raise StorageConfigError("max_workers and max_attempts must be at least 1")
         if self.multipart_threshold < 1 or self.multipart_chunksize < 1:
@@ -66,6 +80,23 @@ class B2Config:
             "prefix": self.prefix,
             "region": self.region,
         }
+
+
+def endpoint_host(endpoint: str) -> str:
+    """The host of an endpoint URL, without port or brackets."""
+    netloc = endpoint.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    if netloc.startswith("["):
+        return netloc[1:].split("]", 1)[0]
+    return netloc.split(":", 1)[0]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -107,7 +138,7 @@ def _normalise_endpoint(endpoint: str) -> str:
 
 
 def _region_for(endpoint: str, env: Mapping[str, str]) -> str:
-    host = endpoint.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+    host = endpoint_host(endpoint)
     match = _B2_ENDPOINT_REGION.match(host)
     if match:
         return match.group(1)
@@ -161,6 +192,7 @@ def load_b2_config(environ: Mapping[str, str] | None = None) -> B2Config | None:
         application_key=key,
         prefix=(_first(env, _PREFIX) or "").strip("/"),
         region=_region_for(endpoint, env),
+        allow_http_loopback=env.get(ALLOW_HTTP_VAR, "").strip() == "1",
     )
 
 

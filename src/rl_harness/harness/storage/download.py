@@ -11,11 +11,7 @@ from pathlib import Path
 
 from rl_harness.harness.atomic import read_json
 from rl_harness.harness.redaction import redact, secret_values
-from rl_harness.harness.storage.client import (
-    make_s3_client,
-    transfer_config,
-    with_retries,
-)
+from rl_harness.harness.storage.client import make_s3_client, transfer_manager
 from rl_harness.harness.storage.config import B2Config
 from rl_harness.harness.storage.layout import (
     INDEX_FILE,
@@ -24,6 +20,8 @@ from rl_harness.harness.storage.layout import (
     sha256_file,
 )
 from rl_harness.harness.storage.upload import describe_error, remote_object
+
+_VERIFY_ATTEMPTS = 2  # a download whose sha256 mismatches is fetched once more
 
 
 class IntegrityError(Exception):
@@ -93,7 +91,7 @@ def wanted_from_uri(client, uri: str) -> list[WantedFile]:
     return wanted
 
 
-def _fetch(client, config: B2Config, transfer, item: WantedFile, dest: Path) -> str:
+def _fetch(client, manager, item: WantedFile, dest: Path) -> str:
     """Download one file to dest/path through a verified temp file; 'downloaded' or 'present'."""
     expected_sha, expected_size = item.sha256, item.size
     if expected_sha is None:
@@ -111,17 +109,20 @@ def _fetch(client, config: B2Config, transfer, item: WantedFile, dest: Path) -> 
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with_retries(
-            lambda: client.download_file(item.bucket, item.key, tmp_name, Config=transfer),
-            attempts=config.max_attempts,
-            base_delay_s=config.retry_base_delay_s,
-        )
-        size = tmp.stat().st_size
-        if expected_size is not None and size != expected_size:
-            raise IntegrityError(f"size {size} != recorded {expected_size}")
-        actual = sha256_file(tmp)
-        if actual != expected_sha:
-            raise IntegrityError(f"sha256 {actual} != recorded {expected_sha} (corrupted object)")
+        # Transport errors are botocore's (and s3transfer's, for a body cut off mid-read) to
+        # retry; the one thing they cannot know is a body that arrived whole but wrong.
+        for attempt in range(_VERIFY_ATTEMPTS):
+            manager.download(item.bucket, item.key, tmp_name).result()
+            size = tmp.stat().st_size
+            actual = sha256_file(tmp)
+            if (expected_size is None or size == expected_size) and actual == expected_sha:
+                break
+            if attempt + 1 == _VERIFY_ATTEMPTS:
+                if expected_size is not None and size != expected_size:
+                    raise IntegrityError(f"size {size} != recorded {expected_size}")
+                raise IntegrityError(
+                    f"sha256 {actual} != recorded {expected_sha} (corrupted object)"
+                )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -139,17 +140,19 @@ def download_files(
     """Fetch `wanted` into `dest` in parallel; problems are collected, never raised."""
     secrets = [*config.secrets(), *secret_values()]
     client = client or make_s3_client(config)
-    transfer = transfer_config(config)
     report = DownloadReport(dest=Path(dest))
     report.dest.mkdir(parents=True, exist_ok=True)
 
     def one(item: WantedFile) -> tuple[WantedFile, str | None, str | None]:
         try:
-            return item, _fetch(client, config, transfer, item, report.dest), None
+            return item, _fetch(client, manager, item, report.dest), None
         except Exception as exc:
             return item, None, describe_error(exc, secrets)
 
-    with ThreadPoolExecutor(config.max_workers, thread_name_prefix="b2-download") as pool:
+    with (
+        transfer_manager(client, config) as manager,  # one shared queue for every file
+        ThreadPoolExecutor(config.max_workers, thread_name_prefix="b2-download") as pool,
+    ):
         for item, outcome, error in pool.map(one, wanted):
             if outcome == "downloaded":
                 report.downloaded.append(item.path)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,10 +13,10 @@ from pathlib import Path
 from rl_harness.harness.atomic import write_json_atomic
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import (
+    abort_unfinished_uploads,
     error_status,
     make_s3_client,
-    transfer_config,
-    with_retries,
+    transfer_manager,
 )
 from rl_harness.harness.storage.config import B2Config
 from rl_harness.harness.storage.layout import (
@@ -29,6 +30,7 @@ from rl_harness.harness.storage.layout import (
 
 BACKEND = "b2"
 SHA256_METADATA = "sha256"  # stored as x-amz-meta-sha256: a multipart ETag is no content hash
+_CANCEL_WAIT_S = 5.0  # after Ctrl-C: how long transfers get to stop before we abort the rest
 
 
 @dataclass
@@ -61,31 +63,50 @@ def remote_object(client, bucket: str, key: str) -> tuple[str | None, int] | Non
     return head.get("Metadata", {}).get(SHA256_METADATA), int(head["ContentLength"])
 
 
+class _Interrupted(Exception):
+    """The mirror was told to stop (Ctrl-C) before this file was done."""
+
+
 def _mirror_file(
-    client, config: B2Config, transfer, rel: str, path: Path, key: str, secrets: list[str]
+    client,
+    config: B2Config,
+    manager,
+    rel: str,
+    path: Path,
+    key: str,
+    secrets: list[str],
+    stop: threading.Event,
+    live: set,
+    lock: threading.Lock,
 ) -> FileRecord:
     record = FileRecord(rel, key, s3_uri(config.bucket, key), None, None, "failed")
     try:
+        if stop.is_set():
+            raise _Interrupted
         record.size = path.stat().st_size
         record.sha256 = digest = sha256_file(path)
-
-        def attempt() -> str:
-            if remote_object(client, config.bucket, key) == (digest, record.size):
-                return "skipped"
-            client.upload_file(
-                str(path),
-                config.bucket,
-                key,
-                ExtraArgs={"Metadata": {SHA256_METADATA: digest}},
-                Config=transfer,
-            )
-            return "uploaded"
-
-        record.status = with_retries(
-            attempt, attempts=config.max_attempts, base_delay_s=config.retry_base_delay_s
+        if remote_object(client, config.bucket, key) == (digest, record.size):
+            record.status = "skipped"
+            return record
+        future = manager.upload(
+            str(path), config.bucket, key, extra_args={"Metadata": {SHA256_METADATA: digest}}
         )
+        with lock:
+            live.add(future)
+        if stop.is_set():  # Ctrl-C came between our check and the submit
+            future.cancel()
+        try:
+            future.result()
+        finally:
+            with lock:
+                live.discard(future)
+        # What botocore cannot know: the file changed under us, so the sha256 we stored lies.
+        if sha256_file(path) != digest:
+            raise ValueError("file changed while uploading; rerun `rl-harness upload RUN_DIR`")
+        record.status = "uploaded"
+    except (_Interrupted, CancelledError):  # s3transfer's CancelledError is this one
+        record.error = "interrupted"
     except Exception as exc:
-        record.status = "failed"
         record.error = describe_error(exc, secrets)
     return record
 
@@ -94,10 +115,35 @@ class _UploadInterrupted(Exception):
     pass
 
 
+def _interrupted_records(config, files, run_path, records) -> list[FileRecord]:
+    out = []
+    for rel, _ in files:
+        if rel not in records:
+            key = object_key(config.prefix, run_path, rel)
+            records[rel] = FileRecord(
+                rel, key, s3_uri(config.bucket, key), None, None, "failed", "interrupted"
+            )
+        out.append(records[rel])
+    return out
+
+
 def _mirror_all(
-    client, config: B2Config, files: list[tuple[str, Path]], run_path: str, secrets: list[str]
-) -> list[FileRecord]:
-    transfer = transfer_config(config)
+    client,
+    config: B2Config,
+    files: list[tuple[str, Path]],
+    run_path: str,
+    secrets: list[str],
+    say: Callable[[str], None],
+) -> tuple[list[FileRecord], int]:
+    """Mirror `files` through one shared transfer manager; (records, multipart uploads aborted).
+
+    Unfinished multipart uploads under the run's prefix (from a killed run) are aborted first.
+    On Ctrl-C every transfer is cancelled, its multipart upload aborted (by s3transfer, and
+    then by listing what is left), and _UploadInterrupted carries the records."""
+    prefix = object_key(config.prefix, run_path, "") + "/"
+    aborted = abort_unfinished_uploads(client, config.bucket, prefix, say)
+    manager = transfer_manager(client, config)
+    stop, lock, live = threading.Event(), threading.Lock(), set()
     records: dict[str, FileRecord] = {}
     pool = ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="b2-upload")
     futures: list[Future[FileRecord]] = [
@@ -105,11 +151,14 @@ def _mirror_all(
             _mirror_file,
             client,
             config,
-            transfer,
+            manager,
             rel,
             path,
             object_key(config.prefix, run_path, rel),
             secrets,
+            stop,
+            live,
+            lock,
         )
         for rel, path in files
     ]
@@ -118,18 +167,31 @@ def _mirror_all(
             record = future.result()
             records[record.path] = record
     except KeyboardInterrupt:
-        # A second Ctrl-C at the end of a run skips the rest of the upload, so the run can
-        # still record itself; files in flight finish in the background.
-        pool.shutdown(wait=False, cancel_futures=True)
-        for rel, _ in files:
-            if rel not in records:
-                key = object_key(config.prefix, run_path, rel)
-                records[rel] = FileRecord(
-                    rel, key, s3_uri(config.bucket, key), None, None, "failed", "interrupted"
-                )
-        raise _UploadInterrupted(list(records.values())) from None
+        try:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            with lock:
+                for transfer in list(live):
+                    transfer.cancel()
+            # Cancelled transfers finish their request in flight, then s3transfer aborts
+            # their multipart uploads; whatever is still open after a short wait we abort.
+            finished, _ = wait(futures, timeout=_CANCEL_WAIT_S)
+            for future in finished:
+                if not future.cancelled():
+                    record = future.result()
+                    records[record.path] = record
+            aborted += abort_unfinished_uploads(client, config.bucket, prefix, say)
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C skips the cleanup; the next mirror's start aborts leftovers
+        raise _UploadInterrupted(
+            _interrupted_records(config, files, run_path, records), aborted
+        ) from None
     pool.shutdown()
-    return [records[rel] for rel, _ in files]
+    manager.shutdown()
+    ordered = [records[rel] for rel, _ in files]
+    if any(record.status == "failed" for record in ordered):
+        aborted += abort_unfinished_uploads(client, config.bucket, prefix, say)
+    return ordered, aborted
 
 
 def mirror_run_artifacts(
@@ -160,6 +222,7 @@ def mirror_run_artifacts(
         "failed": 0,
         "bytes": 0,
         "bytes_uploaded": 0,
+        "aborted_uploads": 0,
         "index": INDEX_FILE,
         "started_at": _now(),
         "ended_at": None,
@@ -182,9 +245,11 @@ def mirror_run_artifacts(
         files = local_files(artifacts_dir)
         say(f"[storage] mirroring {len(files)} files from {artifacts_dir} to {summary['base_uri']}")
         client = make_s3_client(config)
-        records = _mirror_all(client, config, files, run_path, secrets)
+        records, summary["aborted_uploads"] = _mirror_all(
+            client, config, files, run_path, secrets, say
+        )
     except _UploadInterrupted as interrupted:
-        records = interrupted.args[0]
+        records, summary["aborted_uploads"] = interrupted.args
         summary["error"] = "upload interrupted; rerun with `rl-harness upload RUN_DIR`"
     except Exception as exc:
         summary["error"] = describe_error(exc, secrets)
