@@ -22,11 +22,12 @@ from torch import nn
 from rl_harness.learners.components._checks import positive_int
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of x (..., P, head_dim) with cos/sin (P, head_dim / 2)."""
+def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x (..., P, head_dim): pairs (i, i + head_dim / 2) rotate by
+    their position's angles. cos = [cos, cos], signed_sin = [-sin, sin], each (P, head_dim)
+    (four kernels: this runs every acting step)."""
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
 
 
 class CachedSelfAttention(nn.Module):
@@ -49,7 +50,8 @@ class CachedSelfAttention(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, D) normed; cache (B, C-1, D); mask (B, 1, T, C-1+T) True = attend.
+        """x (B, T, D) normed; cache (B, C-1, D); mask (B, 1, T, C-1+T) True = attend;
+        cos / sin tables for the T query positions then the C-1+T key positions.
 
         Returns (output (B, T, D), keys (B, C-1+T, D), values (B, C-1+T, D)).
         """
@@ -57,14 +59,9 @@ class CachedSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(width, dim=-1)
         keys = torch.cat((cache_k, k), dim=1)
         values = torch.cat((cache_v, v), dim=1)
-        span = keys.shape[1]
         heads = (batch, -1, self.num_heads, self.head_dim)
         # One rotation for queries (the last T positions) and keys (all C-1+T).
-        qk = rotate(
-            torch.cat((q, keys), dim=1).view(heads).transpose(1, 2),
-            torch.cat((cos[span - steps :], cos)),
-            torch.cat((sin[span - steps :], sin)),
-        )
+        qk = rotate(torch.cat((q, keys), dim=1).view(heads).transpose(1, 2), cos, sin)
         qh, kh = qk[:, :, :steps], qk[:, :, steps:]
         vh = values.view(heads).transpose(1, 2)
         y = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
@@ -154,7 +151,8 @@ class StatefulTransformerEncoder(nn.Module):
     def _tables_for(
         self, steps: int, device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(cos, sin) (C-1+T, head_dim / 2) and the window mask (T, C-1+T), cached per T."""
+        """Rotation tables (T + C-1+T, head_dim): query positions then key positions, and
+        the window mask (T, C-1+T); cached per T."""
         key = (steps, device)
         if key not in self._tables:  # a handful of sizes: 1 (acting), max_seq_len, ...
             # Plain tensors even when first built under inference_mode (acting), so
@@ -163,10 +161,13 @@ class StatefulTransformerEncoder(nn.Module):
                 past = self.context - 1
                 positions = torch.arange(past + steps, device=device, dtype=torch.float32)
                 angles = torch.outer(positions, self.inv_freq.to(device).clone())
+                angles = torch.cat((angles[past:], angles))  # queries, then keys
+                cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
+                sin = torch.cat((-angles.sin(), angles.sin()), dim=-1)
                 query = torch.arange(past, past + steps, device=device)[:, None]
                 keys = torch.arange(past + steps, device=device)[None, :]
                 window = (keys <= query) & (keys > query - self.context)
-                self._tables[key] = (angles.cos(), angles.sin(), window)
+                self._tables[key] = (cos, sin, window)
         return self._tables[key]
 
     def _mask(self, n: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
