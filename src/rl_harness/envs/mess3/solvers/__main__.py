@@ -27,7 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--occupancy-states", type=int, nargs="+", default=[2])
     parser.add_argument("--action-cost", type=float, default=0.0)
     parser.add_argument("--grid", type=int, default=30, help="belief_vi: intervals per edge")
-    parser.add_argument("--stack", type=int, nargs="*", default=[2, 3], help="stack_k: k values")
+    parser.add_argument(
+        "--stack",
+        type=int,
+        nargs="*",
+        default=[2, 3],
+        help="stack_k: k values (k = 4 takes minutes)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=None, help="default: XDG cache")
     parser.add_argument("--no-cache", action="store_true")
     args = parser.parse_args(argv)

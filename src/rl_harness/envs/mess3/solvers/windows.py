@@ -70,7 +70,10 @@ def _rows(problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray, row
     state, visible, rest = chain.tables()
     state, visible, rest = state[rows], visible[rows], rest[rows]
     span = 3**chain.m
-    tilted, reward = problem.step_terms(tables)  # (B, V, 3, 3), (B, V, 3)
+    # Only the windows these rows can see: a few when r is small (one-window updates).
+    windows, visible = np.unique(visible, return_inverse=True)
+    visible = visible.reshape(len(rows), 3)
+    tilted, reward = problem.step_terms(tables[:, windows])  # (B, w, 3, 3), (B, w, 3)
     emission = problem.emission[state]  # (r, 3): P(o_t | s_t)
     moves = tilted[:, visible, state[:, None], :]  # (B, r, 3 o, 3 s')
     paid = reward[:, visible, state[:, None]]  # (B, r, 3 o)
