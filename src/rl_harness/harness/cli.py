@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rl_harness.harness.cliargs import OneLineParser, UsageError, fail
 from rl_harness.harness.hardware import PROFILE_NAMES as PROFILES
+from rl_harness.harness.mirrors import LOG_TARGETS
 
 # word -> (module, function, help); each function takes argv and returns an exit code.
 TOOLS: dict[str, tuple[str, str, str]] = {
@@ -91,6 +92,14 @@ def recipe_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="connect to an existing Ray cluster (default: $RAY_ADDRESS, else local)",
     )
+    parser.add_argument(
+        "--log-to",
+        action="append",
+        choices=LOG_TARGETS,
+        default=[],
+        metavar="NAME",
+        help="also mirror metrics rows to tensorboard, mlflow or wandb (offline); repeatable",
+    )
     upload = parser.add_mutually_exclusive_group()
     upload.add_argument(
         "--upload-artifacts",
@@ -157,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         run_id=args.run_id,
         ray_address=args.ray_address or os.environ.get("RAY_ADDRESS") or None,
         upload_artifacts=args.upload,
+        log_to=tuple(dict.fromkeys(args.log_to)),
     )
     if options.ray_address is None:
         from rl_harness.harness.rayinit import prefer_driver_environment

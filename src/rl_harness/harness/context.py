@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rl_harness.harness.hardware import HardwarePlan, resolve_profile
+from rl_harness.harness.mirrors import check_log_targets
 
 DEFAULT_SEED = 42
 MAX_SEED = 2**32 - 1  # NumPy and RLlib both accept seeds in [0, 2**32)
@@ -35,6 +36,7 @@ class RunContext:
     resume_from: Path | None = None
     hardware: HardwarePlan = field(default_factory=lambda: resolve_profile("cpu-local"))
     ray_address: str | None = None
+    log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
 
 
 def validate_seed(seed: int) -> int:
@@ -89,6 +91,7 @@ def make_context(
     hardware_profile: str = "cpu-local",
     resume_from: Path | None = None,
     ray_address: str | None = None,
+    log_to: tuple[str, ...] = (),
 ) -> RunContext:
     """Allocate a run id and its directories.
 
@@ -98,6 +101,7 @@ def make_context(
     """
     seed = validate_seed(seed)
     hardware = resolve_profile(hardware_profile)
+    log_to = check_log_targets(log_to)
     if run_id is not None and not valid_run_id(run_id):
         raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {run_id!r}")
     resume = Path(resume_from).expanduser().resolve() if resume_from else None
@@ -128,4 +132,5 @@ def make_context(
         resume_from=resume,
         hardware=hardware,
         ray_address=ray_address,
+        log_to=log_to,
     )

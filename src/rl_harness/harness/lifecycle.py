@@ -34,6 +34,7 @@ class RunOptions:
     run_id: str | None
     ray_address: str | None
     upload_artifacts: UploadMode
+    log_to: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class RunOptions:
             "run_id": self.run_id,
             "ray_address": self.ray_address,
             "upload_artifacts": self.upload_artifacts,
+            "log_to": list(self.log_to),
         }
 
 
@@ -122,6 +124,7 @@ def execute_recipe(
         hardware_profile=options.hardware_profile,
         resume_from=options.resume_from,
         ray_address=options.ray_address,
+        log_to=options.log_to,
     )
     manifest = start_manifest(
         context, source_file=recipe.source_file, argv=argv, options=options.to_dict()

@@ -27,6 +27,7 @@ from rl_harness.harness.metrics import (
     flatten,
     progress_line,
 )
+from rl_harness.harness.mirrors import Mirrors, open_mirrors
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -153,6 +154,7 @@ def run_algorithm(
     ensure_ray(context)
     started = time.perf_counter()
     metrics = MetricsLog(context.results_dir / METRICS_NAME)
+    mirrors = open_mirrors(context)  # --log-to: off unless asked, never fails the run
     target = stop.get("training_iteration")
     algo: Algorithm | None = None
     checkpoints: list[Path] = []
@@ -170,6 +172,7 @@ def run_algorithm(
                 result = algo.train()
                 row = compact_metrics(result)
                 metrics.append(row)
+                mirrors.log(row)
                 print(
                     progress_line(context.run_id, row, int(target) if target else None),
                     flush=True,
@@ -188,6 +191,7 @@ def run_algorithm(
         status = FAILED
         raise
     finally:
+        mirrors.close(status)
         with interrupts.held():  # a second signal must not cut the final save short
             _finish_direct(context, algo, status, checkpoints, row, stop, started)
     iterations = algo.iteration
@@ -257,15 +261,35 @@ def _metrics_callback(context: RunContext, target: int | None):
         def __init__(self) -> None:
             self.log = MetricsLog(context.results_dir / METRICS_NAME)
             self.completed: set[str] = set()
+            self.mirrors: dict[str, Mirrors] = {}  # --log-to, one per trial, opened lazily
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
-            row = {"trial_id": trial.trial_id, "seed": _trial_seed(trial.config)}
+            seed = _trial_seed(trial.config)
+            row = {"trial_id": trial.trial_id, "seed": seed}
             row.update(compact_metrics(result))
             self.log.append(row)
+            if context.log_to:
+                name = f"{context.run_id}/{trial.trial_id}"
+                if trial.trial_id not in self.mirrors:
+                    self.mirrors[trial.trial_id] = open_mirrors(context, name, seed)
+                self.mirrors[trial.trial_id].log(row)
             print(progress_line(f"{context.run_id}/{trial.trial_id}", row, target), flush=True)
 
         def on_trial_complete(self, iteration, trials, trial, **info) -> None:
             self.completed.add(trial.trial_id)
+            self._close(trial.trial_id, COMPLETED)
+
+        def on_trial_error(self, iteration, trials, trial, **info) -> None:
+            self._close(trial.trial_id, FAILED)
+
+        def on_experiment_end(self, trials, **info) -> None:
+            for trial_id in list(self.mirrors):
+                self._close(trial_id, INTERRUPTED)
+
+        def _close(self, trial_id: str, status: str) -> None:
+            mirrors = self.mirrors.pop(trial_id, None)
+            if mirrors is not None:
+                mirrors.close(status)
 
     return HarnessMetricsCallback()
 

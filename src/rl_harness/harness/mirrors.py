@@ -1,0 +1,184 @@
+"""Optional mirrors of metrics.jsonl rows where researchers already look (`--log-to`).
+
+metrics.jsonl stays the record; a mirror only copies each row's finite numbers, at step
+`training_iteration`, through the project's own client library, imported when first used:
+
+- "tensorboard": TensorBoard's event-file writer, under artifacts/<run-id>/tensorboard/<name>
+  (`tensorboard --logdir <leaf>/artifacts`);
+- "mlflow": an MLflow run (experiment = the experiment module, run name = <name>) in
+  $MLFLOW_TRACKING_URI, else `sqlite:///<leaf artifacts>/mlflow.db` (MLflow's own default
+  kind of store; `mlflow ui --backend-store-uri` it);
+- "wandb": an offline W&B run under artifacts/<run-id>/wandb (`wandb sync` it later).
+
+<name> is the run id, or run-id/trial-id for a Tune trial. A mirror that fails (not
+installed, bad URI, full disk) prints one warning line and turns itself off: it never fails
+a run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rl_harness.harness.context import RunContext
+
+LOG_TARGETS = ("tensorboard", "mlflow", "wandb")
+STEP_KEY = "training_iteration"
+
+
+def check_log_targets(targets: Sequence[str]) -> tuple[str, ...]:
+    """The targets, deduplicated in order; an unknown one is a ValueError naming it."""
+    unknown = [t for t in targets if t not in LOG_TARGETS]
+    if unknown:
+        raise ValueError(f"unknown --log-to {unknown[0]!r}; choose from {', '.join(LOG_TARGETS)}")
+    return tuple(dict.fromkeys(targets))
+
+
+def numeric_values(row: Mapping[str, Any]) -> dict[str, float]:
+    """The row's finite numbers (ids, seeds as strings, None and NaN are left out)."""
+    return {
+        key: float(value)
+        for key, value in row.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    }
+
+
+class Mirror(Protocol):
+    def log(self, values: dict[str, float], step: int) -> None: ...
+
+    def close(self, status: str) -> None: ...
+
+
+class TensorBoardMirror:
+    def __init__(self, context: RunContext, name: str) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self.logdir = context.artifacts_dir / "tensorboard" / name.replace("/", "_")
+        self.writer = EventFileWriter(str(self.logdir))
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        summary = Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values.items()])
+        self.writer.add_event(Event(step=step, wall_time=time.time(), summary=summary))
+        self.writer.flush()
+
+    def close(self, status: str) -> None:
+        self.writer.close()
+
+
+def mlflow_tracking_uri(context: RunContext) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or (
+        f"sqlite:///{context.artifacts_dir.parent / 'mlflow.db'}"
+    )
+
+
+class MLflowMirror:
+    STATUS = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
+
+    def __init__(self, context: RunContext, name: str, seed: int | None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=mlflow_tracking_uri(context))
+        experiment = self.client.get_experiment_by_name(context.experiment_module)
+        experiment_id = (
+            experiment.experiment_id
+            if experiment is not None
+            else self.client.create_experiment(context.experiment_module)
+        )
+        tags = {"rl_harness.run_id": context.run_id, "rl_harness.seed": str(seed)}
+        self.run_id = self.client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(key, value, stamp, step) for key, value in values.items()]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, status=self.STATUS.get(status, "FINISHED"))
+
+
+class WandbMirror:
+    def __init__(self, context: RunContext, name: str, seed: int | None) -> None:
+        import wandb
+
+        self.run = wandb.init(
+            mode="offline",
+            dir=str(context.artifacts_dir),
+            project=context.experiment_module.replace("/", "."),
+            name=name,
+            group=context.run_id,
+            config={"seed": seed, "run_id": context.run_id},
+            reinit="create_new",
+        )
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        self.run.log(values, step=step)
+
+    def close(self, status: str) -> None:
+        self.run.finish(exit_code=0 if status == "completed" else 1)
+
+
+class Mirrors:
+    """The mirrors of one run (or Tune trial); every failure is a warning, never an error."""
+
+    def __init__(self, context: RunContext, name: str, seed: int | None) -> None:
+        self.name = name
+        self.active: dict[str, Mirror] = {}
+        for target in context.log_to:
+            mirror = self._guard(target, "start", lambda t=target: _open(t, context, name, seed))
+            if mirror is not None:
+                self.active[target] = mirror
+        self._steps = 0
+
+    def _guard(self, target: str, action: str, call: Any) -> Any:
+        try:
+            return call()
+        except Exception as error:  # a mirror must never fail the run
+            self.active.pop(target, None)
+            print(
+                f"[{self.name}] warning: --log-to {target} failed to {action} "
+                f"({type(error).__name__}: {error}); metrics.jsonl is unaffected, "
+                f"{target} mirroring is off",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+
+    def log(self, row: Mapping[str, Any]) -> None:
+        if not self.active:
+            return
+        self._steps += 1
+        step = row.get(STEP_KEY)
+        step = int(step) if isinstance(step, int | float) else self._steps
+        values = numeric_values(row)
+        for target, mirror in list(self.active.items()):
+            self._guard(target, "log", lambda m=mirror: m.log(values, step))
+
+    def close(self, status: str) -> None:
+        for target, mirror in list(self.active.items()):
+            self._guard(target, "close", lambda m=mirror: m.close(status))
+        self.active.clear()
+
+
+def _open(target: str, context: RunContext, name: str, seed: int | None) -> Mirror:
+    if target == "tensorboard":
+        return TensorBoardMirror(context, name)
+    if target == "mlflow":
+        return MLflowMirror(context, name, seed)
+    if target == "wandb":
+        return WandbMirror(context, name, seed)
+    raise ValueError(f"unknown --log-to target {target!r}")
+
+
+def open_mirrors(context: RunContext, name: str | None = None, seed: int | None = None) -> Mirrors:
+    """The mirrors `context.log_to` asks for (none by default), named `name` or the run id."""
+    return Mirrors(context, name or context.run_id, context.seed if seed is None else seed)
