@@ -5,6 +5,7 @@ after the run folders move) and compared per trial by `compare_runs`."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -77,10 +78,24 @@ def run(context):
 
 @pytest.fixture(scope="module")
 def tune_run(ray_session, tmp_path_factory):
+    """The sweep, also mirrored with --log-to to all three backends (MLflow: a file store)."""
     leaf = tmp_path_factory.mktemp("tune_study") / "sweep"
     leaf.mkdir()
     (leaf / "experiment.py").write_text(textwrap.dedent(TUNE_RECIPE))
-    code = cli_main([str(leaf / "experiment.py"), "--run-id", "sweep", "--no-upload-artifacts"])
+    env = {"MLFLOW_TRACKING_URI": f"file:{leaf / 'mlruns'}", "MLFLOW_ALLOW_FILE_STORE": "true"}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        code = cli_main(
+            [str(leaf / "experiment.py"), "--run-id", "sweep", "--no-upload-artifacts"]
+            + ["--log-to", "tensorboard", "--log-to", "mlflow", "--log-to", "wandb"]
+        )
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     assert code == 0, (leaf / "results" / "sweep" / "error.txt").read_text()
     return leaf, leaf / "results" / "sweep"
 
@@ -160,3 +175,39 @@ def test_compare_counts_each_trial_as_a_run(tune_run):
         f["env_runners/episode_return_mean"] / f["env_runners/episode_len_mean"] for f in finals
     ]
     assert sorted(arm.metrics["return_per_step"].values) == sorted(per_step)
+
+
+def test_log_to_mirrors_each_trial(tune_run):
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.harness.wandb_files import history, run_record
+
+    leaf, results = tune_run
+    key = "env_runners/episode_return_mean"
+    rows = [json.loads(line) for line in (results / "metrics.jsonl").read_text().splitlines()]
+    trials = {t["trial_id"]: t for t in _json(results / "summary.json")["trials"]}
+    expected = {
+        trial_id: [(r["training_iteration"], r[key]) for r in rows if r["trial_id"] == trial_id]
+        for trial_id in trials
+    }
+    artifacts = leaf / "artifacts" / "sweep"
+    client = MlflowClient(tracking_uri=f"file:{leaf / 'mlruns'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    mlflow_runs = {run.info.run_name: run for run in runs}
+    wandb_runs = {}
+    for path in (artifacts / "wandb").glob("offline-run-*/run-*.wandb"):
+        wandb_runs[run_record(path).display_name] = history(path)
+    for trial_id, series in expected.items():
+        name = f"sweep/{trial_id}"
+        accumulator = EventAccumulator(str(artifacts / "tensorboard" / f"sweep_{trial_id}"))
+        accumulator.Reload()
+        got = [(e.step, e.value) for e in accumulator.Scalars(key)]
+        assert got == [(step, pytest.approx(value, rel=1e-6)) for step, value in series]
+        run = mlflow_runs[name]
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["rl_harness.seed"] == str(trials[trial_id]["seed"])
+        logged = client.get_metric_history(run.info.run_id, key)
+        assert sorted((m.step, m.value) for m in logged) == series
+        assert [(row["_step"], row[key]) for row in wandb_runs[name]] == series
+    assert len(mlflow_runs) == len(wandb_runs) == 2
