@@ -122,7 +122,8 @@ def test_gru_leaf_aux_loss_decreases_on_a_learnable_target():
     assert before > 0.9
     assert after < 0.6, (before, after)
     assert 0.0 < stats["next_token_aux/loss"] < before
-    assert 0.0 <= stats["next_token_aux/accuracy"] <= 1.0
+    # Chance is 1/3 and the ceiling 0.9; a head at CE < 0.6 predicts the likely token.
+    assert stats["next_token_aux/accuracy"] > 0.6, stats["next_token_aux/accuracy"]
 
 
 def test_zero_weight_returns_the_base_loss_object_unchanged():
