@@ -10,14 +10,19 @@ from dataclasses import asdict
 
 import pytest
 from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
 from rl_harness import make_context
 from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
+from rl_harness.learners.models import NextTokenAuxHeadMixin, StatefulTransformerActorCritic
+from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
 STUDY = "experiments.mess3_belief_geometry"
 TRAINING_LEAVES = {
     "reward_only": f"{STUDY}.reward_only.experiment",
+    "next_token_aux": f"{STUDY}.next_token_aux.experiment",
+    "belief_observation": f"{STUDY}.belief_observation.experiment",
 }
 
 
@@ -54,8 +59,26 @@ def test_leaf_builds_and_validates_its_config(leaf, plan_name):
         env.single_observation_space,
         env.single_action_space,
     )
+    built = spec.build()
+    assert isinstance(built, StatefulTransformerActorCritic) and built.is_stateful()
+    layout = env.layout
+    observed = leaf == "belief_observation"
+    assert env_config.include_decision_belief is observed
+    assert (layout.decision_belief.stop - layout.decision_belief.start) == (3 if observed else 0)
+    # The auxiliary loss: only next_token_aux, on the next *visible* token.
+    aux = leaf == "next_token_aux"
+    assert issubclass(spec.module_class, NextTokenAuxHeadMixin) is aux
+    assert issubclass(config.learner_class, NextTokenAuxLossMixin) is aux
+    pipeline = config.build_learner_connector(env.single_observation_space, env.single_action_space)
+    ours = [c for c in pipeline.connectors if isinstance(c, InfoTargetsToBatch)]
+    if aux:
+        # Delay 1: the token seen at t + 1 was emitted on arrival at t, i.e. info["token"]_t.
+        assert ours[0].targets == {"next_token_aux": ("token", 0)} and len(ours) == 1
+        assert "token" in env_config.info
+        assert config.learner_config_dict == {"next_token_aux/weight": module.AUX_WEIGHT}
+    else:
+        assert ours == [] and config.learner_config_dict == {}
     env.close()
-    assert spec.build().is_stateful()
     assert module.build_config(plan) is not config
 
 
@@ -127,11 +150,25 @@ def test_return_per_step_curve_divides_return_by_length():
     assert steps.tolist() == [10.0] and values.tolist() == [0.1]
 
 
-def test_training_leaves_share_the_task():
-    configs = [recipe(leaf).build_config(recipe(leaf).SMOKE) for leaf in TRAINING_LEAVES]
-    tasks = [
-        {k: v for k, v in c.env_config.items() if k not in ("info", "include_decision_belief")}
-        for c in configs
-    ]
-    assert all(task == tasks[0] for task in tasks)
-    assert asdict(recipe("reward_only").CPU)["train_batch"] == 32_768
+def _science(config) -> dict:
+    """What every arm must share: the task, PPO, the budget's training part, the model."""
+    env = {
+        k: v for k, v in config.env_config.items() if k not in ("info", "include_decision_belief")
+    }
+    model = {k: v for k, v in config.rl_module_spec.model_config.items() if "aux" not in k}
+    keys = ("num_envs_per_env_runner", "train_batch_size_per_learner", "minibatch_size")
+    keys += ("num_epochs", "lr", "gamma", "lambda_", "clip_param", "vf_loss_coeff")
+    keys += ("entropy_coeff",)
+    return {k: getattr(config, k) for k in keys} | {"env": env, "model": model}
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+def test_arms_differ_only_in_what_they_test(plan_name):
+    # Each leaf writes its own config chain and budget; this keeps the copies in step.
+    modules = [recipe(leaf) for leaf in sorted(TRAINING_LEAVES)]
+    sciences = [_science(m.build_config(budgets(m)[plan_name])) for m in modules]
+    assert all(science == sciences[0] for science in sciences)
+    assert all(
+        asdict(budgets(m)[plan_name]) == asdict(budgets(modules[0])[plan_name]) for m in modules
+    )
+    assert synthesis.TRAINING_LEAVES == ("reward_only", "next_token_aux", "belief_observation")

@@ -228,6 +228,14 @@ def _probe_env_factory(decision_belief_in_observation: bool):
     return functools.partial(HMMVectorEnv, env_config=config)
 
 
+def read_representation(module: RLModule, batch: dict[str, Any]) -> torch.Tensor:
+    """What the probe reads: `module.encode` of the one-step batch the rollout feeds it
+    (observation with a time axis of 1 and the carried state), i.e. the representation
+    after the module has read this step: the stateful transformer's final normed residual
+    stream (its context from the carried K/V cache), a GRU's hidden state."""
+    return module.encode(batch)
+
+
 def untrained_module(spec: RLModuleSpec, make_env: Any, seed: int) -> RLModule:
     """The same architecture with fresh, seeded weights: a control for the probe."""
     env = make_env(1)
@@ -274,6 +282,7 @@ def analyze(
         seed=context.seed,
         target=info_target("decision_belief"),
         num_envs=min(plan.probe_episodes, 64),
+        representation=read_representation,
         # RLlib's default Box handling: the module acts in [-1, 1], the env gets the box.
         action_transform=rllib_action_transform(action_space),
     )
@@ -327,11 +336,11 @@ def analyze(
             "decision_belief_in_observation": decision_belief_in_observation,
         },
         "aux_weight": aux_weight,
-        "budget": dataclasses.asdict(plan),  # type: ignore[call-overload]
+        "budget": dataclasses.asdict(plan),  # the leaf's Budget dataclass
         "checkpoint": str(checkpoint),
         "env_steps": final.get(STEPS_KEY),
         "training_iterations": final.get("training_iteration"),
-        "representation": "the module's per-step representation (encode_step, else encode)",
+        "representation": "module.encode after reading each step (context: the carried state)",
         "target": "info['decision_belief']: P(state now | tokens seen, own executed actions)",
         "n_episodes": greedy.n_episodes,
         "branch_k": BRANCH_K,

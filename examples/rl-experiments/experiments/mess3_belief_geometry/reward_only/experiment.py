@@ -9,9 +9,10 @@ agent climb above them, and does an affine probe of its representation recover t
 belief (the exact distribution of the state now given what it has seen and done), also
 within branches of equal last visible tokens, where a memoryless reading cannot?
 
-Agent: PPO with a recurrent actor-critic (GRU, hidden 64, trained on 64-step chunks) until
-the stateful transformer (rl_harness.learners.models.StatefulTransformerActorCritic) lands
-on the library's main branch; the study then switches to it.
+Agent: PPO with the original study's agent, a causal transformer that carries its own
+context (StatefulTransformerActorCritic: width 96, 3 layers, 4 heads, 64-step context,
+trained on 64-step chunks), reading the env's observation (newest visible token and its own
+previous action) one step at a time.
 
 Run (from the experiment repo):
 
@@ -39,7 +40,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from experiments.mess3_belief_geometry import shared
 from rl_harness import RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
-from rl_harness.learners.models import GRUActorCritic
+from rl_harness.learners.models import StatefulTransformerActorCritic
 
 
 @dataclass(frozen=True)
@@ -62,19 +63,20 @@ class Budget:
 # algorithm setup, 11 s training, 16 s analysis. Not yet measured on a quiet machine.
 SMOKE = Budget(
     iterations=1,
-    train_batch=1024,
+    train_batch=512,
     minibatch=256,
     num_epochs=1,
     num_envs=4,
     probe_episodes=8,
-    warmup_steps=32,
-    probe_steps=128,
+    warmup_steps=16,
+    probe_steps=64,
     n_bootstrap=100,
     n_permutations=10,
 )
 # CPU default: 62 x 32,768 = 2,031,616 env steps, sized for at most 30 minutes on 2 quiet
-# cores. NOT YET MEASURED: sized from an estimate of ~1,200 env steps/s for sampling plus
-# 6 epochs of a GRU-64 update; measure it and adjust `iterations` before citing a time.
+# cores. NOT YET MEASURED: sized from an estimate of ~1,200 env steps/s for sampling and
+# 6 epochs of the transformer's update (bench/train_throughput.py's target for this model:
+# 3x the original's ~400 env steps/s on 2 cores); measure it and adjust `iterations`.
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
@@ -103,6 +105,18 @@ FULL = Budget(
 )
 
 
+# The original study's transformer size. The previous action comes in the observation (the
+# env's action_window), so the module's own prev-action input stays off.
+MODEL_CONFIG = {
+    "max_seq_len": 64,
+    "context": 64,
+    "d_model": 96,
+    "num_heads": 4,
+    "num_layers": 3,
+    "prev_action": False,
+}
+
+
 def budget(context: RunContext) -> Budget:
     """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
     if context.smoke:
@@ -113,8 +127,8 @@ def budget(context: RunContext) -> Budget:
 def module_spec() -> RLModuleSpec:
     """The agent: a recurrent actor-critic; its per-step representation is what we probe."""
     return RLModuleSpec(
-        module_class=GRUActorCritic,
-        model_config={"max_seq_len": 64, "hidden_size": 64},
+        module_class=StatefulTransformerActorCritic,
+        model_config=MODEL_CONFIG,
     )
 
 

@@ -1,0 +1,103 @@
+"""The study's comparison: every training leaf's runs, arms side by side, against the solvers.
+
+What it shows: for each arm (reward_only, next_token_aux, belief_observation) over its runs
+(training seeds): return per step under greedy and sampled actions and as a fraction of the
+belief-MDP ceiling, and the decision-belief probe R² (global and within branches of equal
+last 2 visible tokens) of the agent against its two controls (an untrained module of the
+same architecture, the raw observation); mean and 95% Student-t interval across runs
+(rl_harness.analysis.comparison, the machinery of `rl-harness compare`). The solver values
+(oracle, belief MDP, best stack-2, best memoryless) head the table.
+
+Runs read: the completed runs under `<study>/<leaf>/results/` (or under
+`$MESS3_BELIEF_GEOMETRY_RUNS/<leaf>/results/` when set), of the same kind as this run
+(smoke runs with --smoke, others without). Runs from different library commits are refused
+except in smoke mode (the error names them).
+
+Run (from the experiment repo, after the training leaves):
+
+    uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment --smoke
+    uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment
+
+Writes results/<run-id>/study_table.md (solver values and the comparison table),
+comparison.md, comparison.json and comparison.png (one panel per metric, each run a dot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from experiments.mess3_belief_geometry import shared
+from rl_harness import RunContext
+from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
+
+TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
+RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/
+# result.json keys of each training run (see shared.summary).
+METRICS = [
+    "return_per_step/greedy",
+    "return_per_step/sampled",
+    "fraction_of_belief_mdp/greedy",
+    "probe_r2",
+    "probe_r2_within_branch",
+    "untrained_r2",
+    "untrained_r2_within_branch",
+    "observation_r2",
+    "observation_r2_within_branch",
+]
+
+
+def study_root(context: RunContext) -> Path:
+    return Path(os.environ.get(RUNS_ENV) or context.experiment_dir.parent)
+
+
+def run_folders(root: Path, smoke: bool) -> list[Path]:
+    """Completed runs of the training leaves under `root` whose smoke flag equals `smoke`."""
+    folders = []
+    for leaf in TRAINING_LEAVES:
+        for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
+            record = json.loads(manifest.read_text(encoding="utf-8"))
+            options = record.get("options") or {}
+            if record.get("status") == "completed" and bool(options.get("smoke")) == smoke:
+                folders.append(manifest.parent)
+    return folders
+
+
+def solver_table(values: dict) -> str:
+    lines = ["| reference (solver) | return per step |", "|---|---|"]
+    for key, label in shared.REFERENCES.items():
+        value = values.get(key)
+        lines.append(f"| {label} | {'pending' if value is None else f'{value:.4f}'} |")
+    return "\n".join(lines) + f"\n\nSolver values from {values.get('source')}.\n"
+
+
+def run(context: RunContext) -> dict:
+    root = study_root(context)
+    folders = run_folders(root, context.smoke)
+    if not folders:
+        kind = "smoke" if context.smoke else "non-smoke"
+        raise RuntimeError(
+            f"no completed {kind} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
+            "run the training leaves first"
+        )
+    comparison = compare_runs(folders, METRICS, allow_mixed=context.smoke)
+    values = shared.solver_values()
+    files = write_comparison(comparison, context.results_dir)
+    table = context.results_dir / "study_table.md"
+    table.write_text(
+        "# MESS3 occupancy control: arms against the solver ceilings\n\n"
+        + solver_table(values)
+        + "\n"
+        + comparison_markdown(comparison),
+        encoding="utf-8",
+    )
+    return {
+        "runs": len(comparison.runs),
+        "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
+        "solver_values": {key: values.get(key) for key in shared.REFERENCES},
+        "greedy_return_per_step": {
+            arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
+        },
+        "files": [path.name for path in [table, *files]],
+    }

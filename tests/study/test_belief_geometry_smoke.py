@@ -1,0 +1,121 @@
+"""The occupancy-control study end to end through the real CLI in smoke mode: each training
+leaf, then `synthesis` over their runs. Each run starts Ray, trains one tiny PPO iteration,
+evaluates and probes the agent: minutes on 2 cores, so these are `slow`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from tests.study.test_belief_geometry_configs import STUDY, TRAINING_LEAVES
+
+CLI = Path(sys.executable).with_name("rl-harness")
+REFERENCE_LABELS = {
+    "oracle": "oracle (state known)",
+    "belief_mdp": "belief-MDP ceiling",
+    "stack_2": "best stack-2",
+    "memoryless": "best memoryless",
+}
+
+
+def smoke(target: str, root: Path, leaf: str, env: dict | None = None) -> Path:
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [
+            str(CLI),
+            target,
+            "--smoke",
+            "--run-id",
+            "smoke",
+            "--results-dir",
+            str(root / leaf / "results"),
+            "--artifacts-dir",
+            str(root / leaf / "artifacts"),
+            "--no-upload-artifacts",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=None if env is None else os.environ | env,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    print(f"{leaf} smoke: {time.perf_counter() - started:.1f} s wall")
+    return root / leaf / "results" / "smoke"
+
+
+@pytest.fixture(scope="module")
+def study_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    return root, {leaf: smoke(target, root, leaf) for leaf, target in TRAINING_LEAVES.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
+    _, runs = study_runs
+    run_dir = runs[leaf]
+    manifest = json.loads((run_dir / "run_manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["options"]["smoke"] is True
+    metrics = json.loads((run_dir / "probe_metrics.json").read_text())
+    result = json.loads((run_dir / "result.json").read_text())
+    solvers = json.loads((run_dir / "solver_values.json").read_text())
+    assert metrics["recipe"] == leaf and metrics["env_steps"] == 512
+    assert metrics["task"]["observation_delay"] == 1 and metrics["task"]["beta"] == 4.0
+    assert metrics["task"]["decision_belief_in_observation"] is (leaf == "belief_observation")
+    for report in (
+        metrics["probe"],
+        metrics["controls"]["untrained_module_probe"],
+        metrics["controls"]["observation_probe"],
+    ):
+        assert report["n_train_episodes"] + report["n_test_episodes"] == 8
+        assert report["within_branch"]["k"] == 2
+        assert set(report["r2"]) == {f"decision_belief_{i}" for i in range(3)}
+    assert metrics["probe"]["permutation"]["n_permutations"] == 10
+    # The solver values: the true ordering of the ceilings, in every record that cites them.
+    values = [solvers[key] for key in REFERENCE_LABELS]
+    assert values == sorted(values, reverse=True) and solvers["source"].startswith("rl_harness")
+    assert {k: result["solver_values"][k] for k in REFERENCE_LABELS} == {
+        k: solvers[k] for k in REFERENCE_LABELS
+    }
+    # The plot's reference lines, read back from the drawn figure, are those values.
+    assert metrics["learning_curve_references"] == {
+        label: solvers[key] for key, label in REFERENCE_LABELS.items()
+    }
+    returns = result["return_per_step"]
+    assert -5.0 < returns["greedy"] <= 1.0 and -5.0 < returns["sampled"] <= 1.0
+    assert result["fraction_of_belief_mdp"]["greedy"] == pytest.approx(
+        returns["greedy"] / solvers["belief_mdp"]
+    )
+    for name in ("belief_simplex.png", "learning_curve.png"):
+        assert matplotlib.image.imread(run_dir / name).shape[0] > 100
+
+
+@pytest.mark.slow
+def test_synthesis_smoke_compares_the_arms(study_runs):
+    root, runs = study_runs
+    run_dir = smoke(
+        f"{STUDY}.synthesis.experiment",
+        root,
+        "synthesis",
+        {"MESS3_BELIEF_GEOMETRY_RUNS": str(root)},
+    )
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["runs"] == len(TRAINING_LEAVES)
+    assert sorted(arm.rsplit("/", 1)[-1] for arm in result["arms"]) == sorted(TRAINING_LEAVES)
+    greedy = {
+        leaf: json.loads((runs[leaf] / "result.json").read_text())["return_per_step"]["greedy"]
+        for leaf in TRAINING_LEAVES
+    }
+    assert {arm.rsplit("/", 1)[-1]: v for arm, v in result["greedy_return_per_step"].items()} == (
+        pytest.approx(greedy)
+    )
+    table = (run_dir / "study_table.md").read_text()
+    assert "belief-MDP ceiling" in table and "return_per_step/greedy" in table
+    assert matplotlib.image.imread(run_dir / "comparison.png").shape[0] > 100
