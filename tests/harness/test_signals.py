@@ -157,7 +157,8 @@ def test_sigterm_to_process_group_under_tune_then_resume(tmp_path: Path):
     out, err = proc.communicate(timeout=240)
     summary = _assert_interrupted(run_dir, signal.SIGTERM, 143, proc.returncode, err)
     (trial,) = summary["trials"]
-    assert 1 <= trial["iterations"] < BUDGET
+    assert trial["status"] == "interrupted" and 1 <= trial["iterations"] < BUDGET
+    assert trial["checkpoint"] is not None  # saved at the first result after the signal
     experiment = Path(summary["experiment_path"])
     assert f"--resume-from {experiment}" in out
     driver = _json(run_dir / "run_manifest.json")["command"]["executable"]
@@ -175,3 +176,6 @@ def test_sigterm_to_process_group_under_tune_then_resume(tmp_path: Path):
     (second,) = (run for run in _runs(leaf) if run != run_dir)
     (done,) = _json(second / "summary.json")["trials"]
     assert done["status"] == "completed" and done["iterations"] == BUDGET
+    # Tune's own per-trial log: the restored trial went on from the saved iteration.
+    rows = [json.loads(line) for line in trial_result.read_text().splitlines()]
+    assert [row["training_iteration"] for row in rows] == list(range(1, BUDGET + 1))

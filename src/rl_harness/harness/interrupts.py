@@ -49,7 +49,10 @@ class RunInterrupted(KeyboardInterrupt):
 class _State:
     received: int | None = None  # the run's first stop signal
     defer: bool = False  # direct runner inside algo.train(): stop after the iteration
-    tune: bool = False  # inside tuner.fit(): ask Tune to stop gracefully
+    tune: bool = False  # inside tuner.fit(): checkpoint the trials, then stop Tune
+    tune_started: bool = False  # a trial reported a result: there is training to save
+    tune_stopping: bool = False  # Tune was asked to stop
+    tune_handler: Handler = None  # Tune's own SIGINT handler (sets its stop event)
 
 
 _state = _State()
@@ -67,15 +70,43 @@ def handle_stop_signal(signum: int, frame: Any) -> None:
         return
     _state.received = signum
     if _state.tune:
-        tune_handler = signal.getsignal(signal.SIGINT)
-        if callable(tune_handler) and tune_handler is not handle_stop_signal:
-            _note(f"{name}: asking Tune to stop (it saves the experiment state)")
-            tune_handler(signal.SIGINT, frame)
+        if _state.tune_started:
+            _note(f"{name}: checkpointing each running trial at its next result, then stopping")
+        else:
+            _note(f"{name}: stopping Tune (no trial has trained yet)")
+            stop_tune()
         return
     if _state.defer:
         _note(f"{name}: stopping once the current step ends, then saving a checkpoint")
         return
     raise RunInterrupted(signum)
+
+
+def stop_tune() -> None:
+    """Ask Tune to stop gracefully, as its Ctrl-C handler does (once)."""
+    if _state.tune_stopping:
+        return
+    handler = _state.tune_handler
+    if handler is None:
+        handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not handle_stop_signal:
+        _state.tune_stopping = True
+        handler(signal.SIGINT, None)
+
+
+def take_over_tune_sigint() -> None:
+    """At Tune's experiment setup (Tune has installed its SIGINT handler): route SIGINT through
+    `handle_stop_signal` too, so Ctrl-C also checkpoints the trials before Tune stops."""
+    if not (_state.tune and in_main_thread()):
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not handle_stop_signal:
+        _state.tune_handler = handler
+        signal.signal(signal.SIGINT, handle_stop_signal)
+
+
+def tune_result_seen() -> None:
+    _state.tune_started = True
 
 
 def in_main_thread() -> bool:
@@ -144,14 +175,17 @@ def deferred() -> Iterator[None]:
 
 @contextmanager
 def tune_mode() -> Iterator[None]:
-    """Within `tuner.fit()`: SIGTERM asks Tune to stop as Ctrl-C does (Tune owns SIGINT then)."""
+    """Within `tuner.fit()`: a stop signal makes the harness's Tune callback request a
+    checkpoint of each running trial at its next result, then asks Tune to stop gracefully
+    (immediately when no trial has reported yet)."""
     saved = signal.signal(signal.SIGTERM, handle_stop_signal) if in_main_thread() else None
     if saved is not handle_stop_signal:  # called outside a CLI run: nothing received yet
         _state.received = None
-    _state.tune = True
+    _state.tune, _state.tune_started, _state.tune_stopping = True, False, False
+    _state.tune_handler = None
     try:
         yield
     finally:
-        _state.tune = False
+        _state.tune, _state.tune_handler = False, None
         if saved is not None:
             signal.signal(signal.SIGTERM, saved)

@@ -250,20 +250,29 @@ def _trial_seed(trial_config: Mapping[str, Any]) -> int | None:
 
 def _metrics_callback(context: RunContext, target: int | None):
     from ray import tune
+    from ray.tune.result import SHOULD_CHECKPOINT
 
     class HarnessMetricsCallback(tune.Callback):
         """Runs in the driver: one compact row per trial result, tagged with trial id and seed.
 
         Also notes which trials Tune completed: a trial stopped by its criterion, a stopper
-        or a scheduler completes; one cut short by Ctrl-C never does.
+        or a scheduler completes; one cut short by Ctrl-C never does. After SIGTERM/SIGINT
+        (interrupts.py) it asks Tune for a checkpoint at each running trial's next result
+        (results may be changed in place here) and stops Tune once every one is saved.
         """
 
         def __init__(self) -> None:
             self.log = MetricsLog(context.results_dir / METRICS_NAME)
             self.completed: set[str] = set()
             self.mirrors: dict[str, Mirrors] = {}  # --log-to, one per trial, opened lazily
+            self.saved: set[str] = set()
+
+        def setup(self, **info) -> None:
+            self.saved = set()
+            interrupts.take_over_tune_sigint()
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+            interrupts.tune_result_seen()
             seed = _trial_seed(trial.config)
             row = {"trial_id": trial.trial_id, "seed": seed}
             row.update(compact_metrics(result))
@@ -274,10 +283,19 @@ def _metrics_callback(context: RunContext, target: int | None):
                     self.mirrors[trial.trial_id] = open_mirrors(context, name, seed)
                 self.mirrors[trial.trial_id].log(row)
             print(progress_line(f"{context.run_id}/{trial.trial_id}", row, target), flush=True)
+            if interrupts.stop_requested() is not None:
+                result[SHOULD_CHECKPOINT] = True
+
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info) -> None:
+            if interrupts.stop_requested() is not None:
+                self.saved.add(trial.trial_id)
+                self._stop_when_saved(trials)
 
         def on_trial_complete(self, iteration, trials, trial, **info) -> None:
             self.completed.add(trial.trial_id)
             self._close(trial.trial_id, COMPLETED)
+            if interrupts.stop_requested() is not None:
+                self._stop_when_saved(trials)
 
         def on_trial_error(self, iteration, trials, trial, **info) -> None:
             self._close(trial.trial_id, FAILED)
@@ -290,6 +308,11 @@ def _metrics_callback(context: RunContext, target: int | None):
             mirrors = self.mirrors.pop(trial_id, None)
             if mirrors is not None:
                 mirrors.close(status)
+
+        def _stop_when_saved(self, trials) -> None:
+            running = {t.trial_id for t in trials if t.status == "RUNNING"}
+            if running <= self.saved:
+                interrupts.stop_tune()
 
     return HarnessMetricsCallback()
 
@@ -416,15 +439,17 @@ def run_tune(
     # terminated): a trial that ended without error and that Tune never completed tells
     # (a restored experiment's callback is Tune's copy: there, one short of its criterion).
     restored = context.resume_from is not None
-    interrupted = any(
-        not result.error
+    cut_short = {
+        (result.metrics or {}).get("trial_id")
+        for result in grid
+        if not result.error
         and (
             not should_stop(flatten(result.metrics or {}), stop)
             if restored
             else (result.metrics or {}).get("trial_id") not in callback.completed
         )
-        for result in grid
-    )
+    }
+    interrupted = bool(cut_short)
     trials = []
     for result in grid:
         metrics = compact_metrics(result.metrics or {})
@@ -432,7 +457,11 @@ def run_tune(
             TrialRecord(
                 trial_id=str((result.metrics or {}).get("trial_id")),
                 seed=_trial_seed(result.config or {}),
-                status=FAILED if result.error else COMPLETED,
+                status=FAILED
+                if result.error
+                else INTERRUPTED
+                if (result.metrics or {}).get("trial_id") in cut_short
+                else COMPLETED,
                 iterations=int(metrics.get("training_iteration") or 0),
                 final_metrics=metrics,
                 checkpoint_path=Path(result.checkpoint.path) if result.checkpoint else None,
