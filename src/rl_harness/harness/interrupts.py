@@ -2,9 +2,9 @@
 
 The lifecycle installs `handle_stop_signal` for SIGTERM and SIGINT. The first signal of a run
 raises `RunInterrupted` (immediately, or after the current training iteration while the direct
-runner defers it, or by asking Tune to stop gracefully during `tuner.fit()`); later signals
-only print a note, so the cleanup that saves the final checkpoint and writes the records is
-never cut short. SIGKILL remains the way to force an exit.
+runner defers it, or once Tune has checkpointed each running trial during `tuner.fit()`);
+later signals only print a note, so the cleanup that saves the final checkpoint and writes the
+records is never cut short. SIGKILL remains the way to force an exit.
 """
 
 from __future__ import annotations
