@@ -1,5 +1,6 @@
 """docs/migrating.md's worked example stays runnable: its recipe builds a fresh PPOConfig
-whose env and module construct and act (no training: that is the CLI's job)."""
+whose env, connectors and module act through RLlib's own env runner (no training: that is
+the CLI's job)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ import types
 import numpy as np
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rl_harness.envs.hmm import ENV_ID, HMMVectorEnv
-from rl_harness.learners.models import TransformerActorCritic
+from rl_harness.envs.hmm import ENV_ID, HMMEnv, HMMVectorEnv
+from rl_harness.envs.mess3.solvers import OccupancyProblem
+from rl_harness.learners.models import (
+    PREV_ACTIONS,
+    StatefulTransformerActorCritic,
+    prev_action_env_to_module,
+    prev_action_learner,
+)
 from tests.test_architecture import REPO
 
 DOC = REPO / "docs" / "migrating.md"
@@ -35,9 +44,18 @@ def test_the_worked_example_builds_and_acts():
     assert recipe.build_config(True) is not config
     assert config.train_batch_size_per_learner == 2048
     assert recipe.build_config(False).train_batch_size_per_learner == 32_768
+    assert config._env_to_module_connector is prev_action_env_to_module
+    assert config._learner_connector is prev_action_learner
+    # The solvers' problem at the doc's parameters is this env (for the ceilings it names).
+    problem_config = OccupancyProblem(0.85, 5.0, 4.0).env_config(1)
+    for key, value in problem_config.items():
+        if key != "task_kwargs":
+            assert config.env_config[key] == value, key
+    assert config.env_config["task_kwargs"].items() <= problem_config["task_kwargs"].items()
+
     env = HMMVectorEnv(2, config.env_config)
     obs, _ = env.reset(seed=0)
-    assert env.single_observation_space.shape == (64 * 3,)
+    assert env.single_observation_space.shape == (3,)  # one one-hot token per step
     assert env.single_action_space.shape == (2,)
     spec = dataclasses.replace(
         config.rl_module_spec,
@@ -45,9 +63,35 @@ def test_the_worked_example_builds_and_acts():
         action_space=env.single_action_space,
     )
     module = spec.build()
-    assert isinstance(module, TransformerActorCritic)
-    out = module.forward_inference({"obs": torch.as_tensor(obs)})
-    assert out["action_dist_inputs"].shape == (2, 4)  # mean and log-std of a 2-d Gaussian
+    assert isinstance(module, StatefulTransformerActorCritic)
+    state = {k: torch.as_tensor(np.stack([v] * 2)) for k, v in module.get_initial_state().items()}
+    assert state["k"].shape == (2, 3, 63, 96)  # (batch, num_layers, context - 1, d_model)
+    # One acting step: (batch, time=1, ...) as RLlib's connectors hand it over.
+    batch = {Columns.OBS: torch.as_tensor(obs)[:, None], PREV_ACTIONS: torch.zeros(2, 1, 2)}
+    out = module.forward_inference({**batch, Columns.STATE_IN: state})
+    assert out[Columns.ACTION_DIST_INPUTS].shape == (2, 1, 4)  # mean, log-std of a 2-d Gaussian
+    assert out[Columns.STATE_OUT]["n"].tolist() == [[1], [1]]
     _, reward, _, _, _ = env.step(np.zeros((2, 2), dtype=np.float32))
     assert reward.shape == (2,) and np.isfinite(reward).all()
     env.close()
+
+
+def test_the_worked_example_samples_through_rllibs_env_runner():
+    # The env runner applies the doc's env-to-module connector: without the previous-action
+    # column the module would refuse to act.
+    config = (
+        worked_example()
+        .build_config(True)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+        .debugging(seed=0)
+    )
+    runner = SingleAgentEnvRunner(config=config)
+    try:
+        assert isinstance(runner.env.unwrapped.envs[0].unwrapped, HMMEnv)
+        episodes = runner.sample(num_timesteps=40, random_actions=False)
+        steps = sum(len(episode) for episode in episodes)
+        assert steps == 40
+        rewards = np.concatenate([episode.get_rewards() for episode in episodes])
+        assert np.isfinite(rewards).all()
+    finally:
+        runner.stop()
