@@ -55,16 +55,25 @@ R2 = "probe_metrics.json:probe/r2_pooled"
 WITHIN = "probe_metrics.json:probe/within_branch/r2_pooled"
 
 
-@pytest.fixture
-def study(git_repo):
-    root, git = git_repo
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """Two arms (3 and 2 seeds) and a failed run, in an experiment repo; made once."""
+    root = tmp_path_factory.mktemp("cmp") / "exp-repo"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "test@example.com")
+    _git(root, "config", "user.name", "Test")
     leaves = {
         "a": write_leaf(root, ARM.format(shift=1), "a"),
         "b": write_leaf(root, ARM.format(shift=3), "b"),
         "broken": write_leaf(root, FAILS, "broken"),
     }
-    git("add", "-A")
-    git("commit", "-qm", "arms")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "arms")
     runs = {"a": [], "b": []}
     for arm, seeds in (("a", (1, 2, 3)), ("b", (4, 5))):
         for seed in seeds:
@@ -110,9 +119,11 @@ def test_arms_seeds_means_and_intervals(study):
 
 
 def test_mixed_library_commits_are_refused_and_named(study, tmp_path):
-    folder, runs = study
-    other = runs["a"][0].parent / "copied-run"
-    shutil.copytree(runs["a"][0], other)
+    folder = tmp_path / "study"
+    shutil.copytree(study[0], folder)  # a copy: the shared study stays as it was
+    run = sorted((folder / "a" / "results").iterdir())[0]
+    other = run.parent / "copied-run"
+    shutil.copytree(run, other)
     record = manifest(other)
     record["run_id"], record["library"]["commit"] = "copied-run", "f" * 40
     (other / "run_manifest.json").write_text(json.dumps(record))
