@@ -14,6 +14,7 @@ trial's rows of metrics.jsonl, and `final_checkpoint(trial=...)` finds a trial's
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,9 +155,16 @@ class RunArtifacts:
     def experiment_dir(self) -> Path | None:
         """The Tune experiment folder: the summary's, else artifacts/<run-id>/tune/experiment."""
         named = (self.summary or {}).get("experiment_path")
+        local = (
+            self.artifacts_dir or self.results_dir.parent.parent / "artifacts" / self.run_id
+        ) / (Path(TUNE_DIR) / TUNE_EXPERIMENT)
+        if named and str(named).startswith("s3://"):
+            # Tune stored the experiment on the bucket (docs/multi_node.md): fetch it once
+            # into the run's artifacts folder, then read it like a local one.
+            return _fetched_once(str(named), local)
         candidates = [Path(named)] if named else []
         if self.artifacts_dir is not None:
-            candidates.append(self.artifacts_dir / TUNE_DIR / TUNE_EXPERIMENT)
+            candidates.append(local)
         return next((path for path in candidates if path.is_dir()), None)
 
     def trials(self) -> list[TrialArtifacts]:
@@ -270,6 +278,13 @@ class RunArtifacts:
         if not path.is_file():
             raise FileNotFoundError(f"run {self.run_id} has no {name} in {self.results_dir}")
         return read_json(path)
+
+
+@functools.cache
+def _fetched_once(uri: str, dest: Path) -> Path:
+    from rl_harness.harness.storage.tune_storage import fetch_tree
+
+    return fetch_tree(uri, dest)
 
 
 def _find_artifacts(

@@ -40,6 +40,8 @@ def _seed(text: str) -> int:
 
 
 def _existing_path(text: str) -> Path:
+    if text.startswith("s3://"):  # a Tune experiment on the bucket (docs/multi_node.md)
+        return Path(text)
     path = Path(text).expanduser()
     if not path.exists():
         raise argparse.ArgumentTypeError(f"resume path does not exist: {text}")
@@ -65,7 +67,7 @@ def recipe_parser() -> argparse.ArgumentParser:
         "--resume-from",
         type=_existing_path,
         metavar="PATH",
-        help="checkpoint (direct runner) or Tune experiment folder to continue",
+        help="checkpoint (direct runner) or Tune experiment folder (or its s3:// URI) to continue",
     )
     parser.add_argument(
         "--hardware-profile",

@@ -104,8 +104,11 @@ def make_context(
     log_to = check_log_targets(log_to)
     if run_id is not None and not valid_run_id(run_id):
         raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {run_id!r}")
-    resume = Path(resume_from).expanduser().resolve() if resume_from else None
-    if resume is not None and not resume.exists():
+    on_bucket = str(resume_from or "").startswith("s3:/")  # a Tune experiment on the bucket
+    resume = None
+    if resume_from:
+        resume = Path(resume_from) if on_bucket else Path(resume_from).expanduser().resolve()
+    if resume is not None and not on_bucket and not resume.exists():
         raise ValueError(f"resume path does not exist: {resume_from}")
     experiment_dir = Path(experiment_dir).resolve()
     results_base = Path(results_dir).resolve() if results_dir else experiment_dir / "results"

@@ -370,6 +370,7 @@ def run_tune(
     search_alg: Any = None,
     metric: str | None = None,
     mode: str | None = None,
+    tune_storage: str = "auto",
 ) -> TuneRunResult:
     """Run the config under Tune, storing the experiment under artifacts/<run-id>/tune/.
 
@@ -382,8 +383,14 @@ def run_tune(
     (CheckpointConfig), `stopper` (a `tune.Stopper` or `(trial_id, result) -> bool`, or-ed
     with `stop`), `scheduler`, `search_alg`, `metric`, `mode` (TuneConfig). The result
     holds Tune's `ResultGrid` as `result_grid`.
+
+    `tune_storage`: "local" (artifacts/<run-id>/tune), "bucket" (the configured B2/S3 bucket,
+    through pyarrow's S3 filesystem; paths recorded as s3:// URIs), or "auto" (the bucket when
+    B2 is configured and the Ray cluster has more than one node). See docs/multi_node.md.
     """
     from ray import tune
+
+    from rl_harness.harness.storage import tune_storage as remote
 
     stop = normalize_stop(stop)
     config = prepare_config(config, context, apply_plan=apply_plan)
@@ -397,9 +404,18 @@ def run_tune(
     config_dict.update(space)
     target = int(stop["training_iteration"]) if "training_iteration" in stop else None
     callback = _metrics_callback(context, target)
+    storage_path, storage_fs, _ = remote.tune_storage(
+        tune_storage,  # type: ignore[arg-type]
+        results_dir=context.results_dir,
+        experiment_dir=context.experiment_dir,
+        artifacts_dir=context.artifacts_dir,
+        run_id=context.run_id,
+        local_dir=str(context.artifacts_dir / TUNE_DIR),
+    )
     run_config = tune.RunConfig(
         name=TUNE_EXPERIMENT,
-        storage_path=str(context.artifacts_dir / TUNE_DIR),
+        storage_path=storage_path,
+        storage_filesystem=storage_fs,
         stop=_stopper(stop, stopper),
         verbose=0,
         callbacks=[callback],
@@ -413,12 +429,19 @@ def run_tune(
     )
     started = time.perf_counter()
     if context.resume_from is not None:
-        experiment = Path(context.resume_from).resolve()
-        if not tune.Tuner.can_restore(str(experiment)):
-            raise FileNotFoundError(f"no restorable Tune experiment at {experiment}")
-        print(f"[{context.run_id}] restoring Tune experiment {experiment}")
+        uri = remote.remote_uri(context.resume_from)
+        if uri is not None:  # an experiment on the bucket: restore it there
+            experiment, storage_fs = remote.bucket_filesystem_for(uri)
+        else:
+            experiment, storage_fs = str(Path(context.resume_from).resolve()), None
+        if not tune.Tuner.can_restore(experiment, storage_filesystem=storage_fs):
+            raise FileNotFoundError(f"no restorable Tune experiment at {uri or experiment}")
+        print(f"[{context.run_id}] restoring Tune experiment {uri or experiment}")
         tuner = tune.Tuner.restore(
-            str(experiment), trainable=config.algo_class, resume_errored=True
+            experiment,
+            trainable=config.algo_class,
+            resume_errored=True,
+            storage_filesystem=storage_fs,
         )
     else:
         tuner = tune.Tuner(
@@ -482,7 +505,7 @@ def run_tune(
             else FAILED
             if any(t.status == FAILED for t in trials)
             else COMPLETED,
-            "experiment_path": str(experiment_path),
+            "experiment_path": remote.as_uri(str(experiment_path), storage_fs),
             "resumed_from": str(context.resume_from) if context.resume_from else None,
             "stop": stop,
             "checkpoint_score_attribute": checkpoint_score_attribute,
@@ -493,9 +516,13 @@ def run_tune(
                     "status": t.status,
                     "iterations": t.iterations,
                     "final_metrics": t.final_metrics,
-                    "checkpoint": str(t.checkpoint_path) if t.checkpoint_path else None,
-                    "checkpoints": [str(p) for p in t.checkpoints],
-                    "best_checkpoint": str(t.best_checkpoint) if t.best_checkpoint else None,
+                    "checkpoint": remote.as_uri(str(t.checkpoint_path), storage_fs)
+                    if t.checkpoint_path
+                    else None,
+                    "checkpoints": [remote.as_uri(str(p), storage_fs) for p in t.checkpoints],
+                    "best_checkpoint": remote.as_uri(str(t.best_checkpoint), storage_fs)
+                    if t.best_checkpoint
+                    else None,
                 }
                 for t in trials
             ],
@@ -506,7 +533,7 @@ def run_tune(
         signum = interrupts.stop_requested() or signal.SIGINT
         print(
             f"[{context.run_id}] Tune run stopped early; continue it with "
-            f"--resume-from {experiment_path}",
+            f"--resume-from {remote.as_uri(str(experiment_path), storage_fs)}",
             flush=True,
         )
         raise RunInterrupted(signum)
