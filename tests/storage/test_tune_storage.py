@@ -58,6 +58,7 @@ def _keys(raw_s3, bucket: str) -> list[str]:
     return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
 
+@pytest.mark.slow  # two Tune runs (the sweep, then its restore): a minute or more on 2 cores
 def test_sweep_checkpoints_land_in_the_bucket_and_load_back(
     ray_session, bucket_env, raw_s3, tmp_path
 ):
