@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 
@@ -330,3 +331,32 @@ def test_killed_mid_multipart_then_rerun_leaves_nothing_billed(config, proxy, ra
     assert sorted(report.downloaded) == sorted(files)
     for rel, data in files.items():
         assert (tmp_path / "fetched" / rel).read_bytes() == data
+
+
+def test_a_file_changed_while_uploading_is_failed_then_fixed_by_a_rerun(
+    config, proxy, raw_s3, tmp_path
+):
+    make_tree(tmp_path / "artifacts")
+    target = tmp_path / "artifacts" / "x.bin"
+    proxy.faults.append(Fault("PUT", "x.bin", times=1, status=0, delay_s=1.0))
+
+    def rewrite_while_in_flight():
+        deadline = time.monotonic() + 30
+        while not proxy.requests("PUT", "x.bin") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        target.write_bytes(b"rewritten while the upload was on the wire")
+
+    writer = threading.Thread(target=rewrite_while_in_flight)
+    writer.start()
+    first = mirror(config, tmp_path)
+    writer.join()
+    index = json.loads((tmp_path / "results" / "remote_artifacts.json").read_text())
+    entry = next(e for e in index["files"] if e["path"] == "x.bin")
+    assert entry["status"] == "failed" and "changed while uploading" in entry["error"]
+    assert first["status"] == "failed"
+
+    rerun = mirror(config, tmp_path)
+    assert rerun["status"] == "completed" and (rerun["uploaded"], rerun["skipped"]) == (1, 3)
+    obj = raw_s3.get_object(Bucket=config.bucket, Key=f"{BASE_KEY}/x.bin")
+    assert obj["Body"].read() == target.read_bytes()
+    assert obj["Metadata"]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
