@@ -57,10 +57,11 @@ class Budget:
     n_permutations: int  # permutation-null refits of the agent's probe
 
 
-# One tiny iteration and a small probe: checks the recipe end to end. Measured (issue 15,
-# GRU agent, solvers not yet installed): 142 s wall for the whole CLI run on 2 cores at load
-# average 9 (shared with 7 other sessions' work): about 95 s of imports, Ray start and
-# algorithm setup, 11 s training, 16 s analysis. Not yet measured on a quiet machine.
+# One tiny iteration and small probes: checks the recipe end to end. Target: under 2 minutes
+# on 2 quiet cores; NOT YET MEASURED on a quiet machine. Measured in issue 15 on 2 cores at load
+# average 12-15 (7 other sessions' work): next_token_aux at this budget 316 s wall (about
+# 100 s imports, Ray start and setup, 45 s training iteration, 117 s analysis); reward_only
+# at a budget twice this size 415 s. Most of it is CPU starvation and Ray's start.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
