@@ -65,10 +65,11 @@ SMOKE = Budget(
     n_bootstrap=100,
     n_permutations=10,
 )
-# CPU default: 62 x 32,768 = 2,031,616 env steps, sized for at most 30 minutes on 2 quiet
-# cores. NOT YET MEASURED: sized from an estimate of ~1,200 env steps/s for sampling and
-# 6 epochs of the transformer's update (bench/train_throughput.py's target for this model:
-# 3x the original's ~400 env steps/s on 2 cores); measure it and adjust `iterations`.
+# CPU default: 62 x 32,768 = 2,031,616 env steps, meant for at most 30 minutes on 2 quiet
+# cores. NOT YET MEASURED. It fits only at ~1,130 env steps/s: bench/train_throughput.py's
+# target for this model (3x the original agent's ~400 env steps/s on 2 cores; at 400/s these
+# steps take 85 min). Measure it (the progress line prints seconds per iteration) and set
+# `iterations` to what 30 minutes hold, if at least 62.
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
