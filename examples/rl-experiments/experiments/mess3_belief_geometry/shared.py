@@ -196,7 +196,9 @@ def plot_return_per_step(
         ax.text(0.5, 0.5, "no episode finished yet", ha="center", transform=ax.transAxes)
     for index, (label, value) in enumerate(references.items()):
         ax.axhline(value, ls="--", lw=1, color=f"C{index + 1}", label=label)
-    last = float(steps[-1]) if steps.size else 0.0
+    # The final evaluations sit at the last env-step count, finished episodes or not.
+    counts = [row[STEPS_KEY] for row in rows if row.get(STEPS_KEY) is not None]
+    last = float(max(counts)) if counts else 0.0
     for index, (label, value) in enumerate((evaluations or {}).items()):
         ax.plot([last], [value], marker="s^"[index % 2], ls="none", color="k", label=label)
     ax.set_xlabel("env steps")
