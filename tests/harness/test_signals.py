@@ -165,6 +165,7 @@ def test_sigterm_to_process_group_under_tune_then_resume(tmp_path: Path):
     (trial_result,) = experiment.glob("*/result.json")
     rows = [json.loads(line) for line in trial_result.read_text().splitlines()]
     assert {row["worker_executable"] for row in rows} == {driver}
+    first_rows = (run_dir / "metrics.jsonl").read_text()
 
     resumed = subprocess.run(
         [str(CLI), str(leaf), "--resume-from", str(experiment)],
@@ -176,6 +177,15 @@ def test_sigterm_to_process_group_under_tune_then_resume(tmp_path: Path):
     (second,) = (run for run in _runs(leaf) if run != run_dir)
     (done,) = _json(second / "summary.json")["trials"]
     assert done["status"] == "completed" and done["iterations"] == BUDGET
+    # Tune restores its pickled copy of our callback: the resumed rows must land in the
+    # resuming run's records, and the interrupted run's records stay as they were.
+    assert (run_dir / "metrics.jsonl").read_text() == first_rows
+    resumed_rows = [
+        json.loads(line) for line in (second / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [row["training_iteration"] for row in resumed_rows] == list(
+        range(trial["iterations"] + 1, BUDGET + 1)
+    )
     # Tune's own per-trial log: the restored trial went on from the saved iteration.
     rows = [json.loads(line) for line in trial_result.read_text().splitlines()]
     assert [row["training_iteration"] for row in rows] == list(range(1, BUDGET + 1))

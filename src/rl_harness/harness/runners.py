@@ -248,9 +248,18 @@ def _trial_seed(trial_config: Mapping[str, Any]) -> int | None:
     return int(seed) if isinstance(seed, int) else None
 
 
+# The run that Tune's metrics callback records into. Tune pickles the callback with its
+# experiment and Tuner.restore brings that copy back, so the callback binds to the live run
+# in setup() instead of keeping the run it was made for: a resumed sweep's rows belong to
+# the resuming run's records, never to the interrupted run's.
+_live_tune_run: dict[str, Any] = {}
+
+
 def _metrics_callback(context: RunContext, target: int | None):
     from ray import tune
     from ray.tune.result import SHOULD_CHECKPOINT
+
+    _live_tune_run.update(context=context, target=target)
 
     class HarnessMetricsCallback(tune.Callback):
         """Runs in the driver: one compact row per trial result, tagged with trial id and seed.
@@ -262,13 +271,22 @@ def _metrics_callback(context: RunContext, target: int | None):
         """
 
         def __init__(self) -> None:
-            self.log = MetricsLog(context.results_dir / METRICS_NAME)
+            self._bind()
+
+        def _bind(self) -> None:
+            # Through the module, not a global: Tune's copy of this (local) class is pickled
+            # by value, together with a snapshot of the globals it names.
+            from rl_harness.harness import runners
+
+            self.context: RunContext = runners._live_tune_run["context"]
+            self.target: int | None = runners._live_tune_run["target"]
+            self.log = MetricsLog(self.context.results_dir / METRICS_NAME)
             self.completed: set[str] = set()
             self.mirrors: dict[str, Mirrors] = {}  # --log-to, one per trial, opened lazily
             self.saved: set[str] = set()
 
         def setup(self, **info) -> None:
-            self.saved = set()
+            self._bind()
             interrupts.take_over_tune_sigint()
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
@@ -277,12 +295,13 @@ def _metrics_callback(context: RunContext, target: int | None):
             row = {"trial_id": trial.trial_id, "seed": seed}
             row.update(compact_metrics(result))
             self.log.append(row)
-            if context.log_to:
-                name = f"{context.run_id}/{trial.trial_id}"
+            if self.context.log_to:
+                name = f"{self.context.run_id}/{trial.trial_id}"
                 if trial.trial_id not in self.mirrors:
-                    self.mirrors[trial.trial_id] = open_mirrors(context, name, seed)
+                    self.mirrors[trial.trial_id] = open_mirrors(self.context, name, seed)
                 self.mirrors[trial.trial_id].log(row)
-            print(progress_line(f"{context.run_id}/{trial.trial_id}", row, target), flush=True)
+            label = f"{self.context.run_id}/{trial.trial_id}"
+            print(progress_line(label, row, self.target), flush=True)
             if interrupts.stop_requested() is not None:
                 result[SHOULD_CHECKPOINT] = True
 
