@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.redaction import REDACTED, redact, secret_values
+from rl_harness.harness.redaction import REDACTED, redact, redact_url, secret_values
 from rl_harness.harness.storage.config import load_b2_config
 
 API_KEY_ENV = "VAST_API_KEY"
@@ -74,10 +74,6 @@ def forwarded_env(
 # Field names of vast's answers whose values are credentials: `instance_api_key` (create),
 # `api_key`, `jupyter_token`, forwarded `*_KEY` / `*_TOKEN` env entries, passwords.
 _KEY_LIKE = re.compile(r"(key|token|secret|passw|credential)", re.IGNORECASE)
-# user[:password]@ in a URL: any userinfo of an http(s) URL (a token can be the user
-# name), a user:password pair in any other scheme (ssh://git@host stays readable).
-_HTTP_USERINFO = re.compile(r"(?i)\b(https?://)[^/\s@]+@")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]+@")
 
 
 _PAGE_CURSORS = frozenset({"next_token", "after_token"})  # v1 paging, not credentials
@@ -124,14 +120,8 @@ def scrubbed_values(value: Any) -> list[str]:
     return found
 
 
-def redact_url_credentials(text: str) -> str:
-    """`https://user:token@host/...` -> `https://***REDACTED***@host/...`."""
-    text = _HTTP_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + "@", text)
-
-
 def url_has_credentials(url: str) -> bool:
-    return redact_url_credentials(url) != url
+    return redact_url(url) != url
 
 
 class Redactor:
@@ -145,4 +135,4 @@ class Redactor:
         self._secrets.extend(s for s in secrets if s)
 
     def __call__(self, text: str) -> str:
-        return redact_url_credentials(redact(text, self._secrets))
+        return redact(text, self._secrets)  # URL credentials included
