@@ -185,7 +185,7 @@ FLAGSHIP_MODULES: dict[str, tuple[str, dict[str, Any], int]] = {
 }
 
 
-def flagship_config(name: str, args: argparse.Namespace):
+def flagship_config(name: str, args: argparse.Namespace, envs_per_runner: int):
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -198,7 +198,7 @@ def flagship_config(name: str, args: argparse.Namespace):
         .environment(ENV_ID, env_config=FLAGSHIP_ENV | {"token_window": window})
         .env_runners(
             num_env_runners=0,
-            num_envs_per_env_runner=args.envs_per_runner,
+            num_envs_per_env_runner=envs_per_runner,
             gym_env_vectorize_mode="vector_entry_point",
         )
         .training(
@@ -219,22 +219,39 @@ def flagship_config(name: str, args: argparse.Namespace):
     return config
 
 
-def run_plain(config, seed: int, iterations: int, profile: str) -> float:
+def run_plain(config, seed: int, iterations: int, profile: str) -> tuple[float, float]:
+    """(steady env steps/s, share of iterations 2..N spent sampling; nan with remote
+    env runners)."""
     from rl_harness.harness.hardware import apply_hardware, resolve_profile
 
     plan = resolve_profile(profile)
     config = apply_hardware(config, plan)
-    if plan.num_env_runners == 0:  # cpu-local: keep the flagship's 4 envs in the driver
+    if plan.num_env_runners == 0:  # cpu-local: keep the flagship's envs in the driver
         config.env_runners(num_envs_per_env_runner=config.num_envs_per_env_runner)
     config.debugging(seed=seed)
     clock = Clock()
     algo = config.build_algo()
+    sampling: list[float] = []
+    local = algo.env_runner if plan.num_env_runners == 0 else None
+    if local is not None:  # time the driver's own sampling (the rest is mostly the update)
+        sample = local.sample
+
+        def timed_sample(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return sample(*args, **kwargs)
+            finally:
+                sampling.append(time.perf_counter() - start)
+
+        local.sample = timed_sample
     try:
         for _ in range(iterations):
             clock.tick(algo.train())
     finally:
         algo.stop()
-    return clock.steady_steps_per_s()
+    wall = clock.ticks[-1][0] - clock.ticks[0][0]
+    share = sum(sampling[1:]) / wall if local is not None else float("nan")
+    return clock.steady_steps_per_s(), share
 
 
 def acting_cost(batch: int, repeats: int, device: str) -> tuple[float, float]:
@@ -300,34 +317,51 @@ def compare_modules(args: argparse.Namespace) -> int:
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
     device = "cuda" if args.profile != "cpu-local" and torch.cuda.is_available() else "cpu"
-    stateful_us, window_us = acting_cost(args.envs_per_runner, 200, device)
+    acting_batch = args.envs_per_runner[0]
+    stateful_us, window_us = acting_cost(acting_batch, 200, device)
     print(
-        f"acting at the flagship size, batch {args.envs_per_runner}, {device}: stateful "
+        f"acting at the flagship size, batch {acting_batch}, {device}: stateful "
         f"{stateful_us:.0f} us/env step, re-encoding the {FLAGSHIP_CONTEXT}-step window "
         f"{window_us:.0f} us/env step, ratio {window_us / stateful_us:.1f}x",
         flush=True,
     )
     ray.init(include_dashboard=False, log_to_driver=False)
-    rates: dict[str, list[float]] = {name: [] for name in args.flagship_modules}
+    # (module, envs per runner) -> rates; the env count is a sampling setting: more env
+    # copies per runner spread RLlib's per-step connector cost over more env steps.
+    runs = [(name, envs) for envs in args.envs_per_runner for name in args.flagship_modules]
+    rates: dict[tuple[str, int], list[float]] = {run: [] for run in runs}
+    shares: dict[tuple[str, int], list[float]] = {run: [] for run in runs}
     for r in range(args.rounds):
-        for name in args.flagship_modules:  # interleaved: drift hits every module
-            rate = run_plain(flagship_config(name, args), args.seed, args.iterations, args.profile)
-            rates[name].append(rate)
-            print(f"  round {r + 1} {name:<21} {rate:8.0f} env steps/s", flush=True)
+        for name, envs in runs:  # interleaved: drift hits every module
+            config = flagship_config(name, args, envs)
+            rate, share = run_plain(config, args.seed, args.iterations, args.profile)
+            rates[(name, envs)].append(rate)
+            shares[(name, envs)].append(share)
+            print(
+                f"  round {r + 1} {name:<21} {envs:3d} envs {rate:8.0f} env steps/s "
+                f"(sampling {share:.0%} of the time)",
+                flush=True,
+            )
     ray.shutdown()
     print()
     print(
-        f"PPO on occupancy control, profile {args.profile}, {args.envs_per_runner} envs/runner, "
-        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_epochs} epochs, "
-        f"median of {args.rounds} rounds (iterations 2..{args.iterations}), "
-        f"torch threads {torch.get_num_threads()}"
+        f"PPO on occupancy control, profile {args.profile}, batch {args.batch_size}, "
+        f"minibatch {args.minibatch_size}, {args.num_epochs} epochs, median of {args.rounds} "
+        f"rounds (iterations 2..{args.iterations}), torch threads {torch.get_num_threads()}"
     )
-    base = statistics.median(rates["mlp"]) if "mlp" in rates else None
-    for name, values in rates.items():
-        rate = statistics.median(values)
-        versus = f"{rate / base:7.2f}x mlp" if base else ""
-        print(f"{name:<22}{rate:>9.0f} env steps/s {versus}")
-    print("reference: the original library's flagship agent, ~400 env steps/s on 2 cores")
+    print(f"{'module':<22}{'envs/runner':>12}{'env steps/s':>13}{'sampling':>10}{'vs mlp':>9}")
+    for name, envs in runs:
+        rate = statistics.median(rates[(name, envs)])
+        share = statistics.median(shares[(name, envs)])
+        mlp = rates.get(("mlp", envs))
+        versus = f"{rate / statistics.median(mlp):8.2f}x" if mlp else ""
+        print(f"{name:<22}{envs:>12}{rate:>13.0f}{share:>10.0%}{versus}")
+    print("sampling = share of iterations 2..N in the driver's env runner; the rest is mostly")
+    print("the learner update (connector pipeline, GAE, epochs x minibatches)")
+    print(
+        "reference: the original library's flagship agent (4 envs/runner), ~400 env steps/s "
+        "on 2 cores; the flagship study's CPU budget needs > 1,100"
+    )
     return 0
 
 
@@ -356,7 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         help="--compare modules: hardware profile (single-gpu: learner on the GPU, "
         "CPUs - 2 env runners)",
     )
-    parser.add_argument("--envs-per-runner", type=int, default=4)
+    parser.add_argument(
+        "--envs-per-runner",
+        type=int,
+        nargs="+",
+        default=[4],
+        help="--compare modules: env copies per runner; several values sweep them",
+    )
     parser.add_argument("--minibatch-size", type=int, default=512)
     parser.add_argument("--num-epochs", type=int, default=4)
     args = parser.parse_args(argv)
