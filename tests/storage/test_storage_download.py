@@ -50,6 +50,10 @@ def test_download_by_index_verifies_and_is_idempotent(config, mirrored, tmp_path
     report = download_files(config, wanted, tmp_path / "dest", log=lambda _line: None)
     assert report.ok and sorted(report.downloaded) == sorted(files)
     assert read_tree(tmp_path / "dest") == files
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {(p.stat().st_mode & 0o777) for p in (tmp_path / "dest").rglob("*") if p.is_file()}
+    assert modes == {0o666 & ~umask}  # readable by teammates like every record, not 0600
 
     again = download_files(config, wanted, tmp_path / "dest", log=lambda _line: None)
     assert again.ok and again.downloaded == [] and sorted(again.already_present) == sorted(files)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -105,9 +105,10 @@ def _fetch(client, manager, item: WantedFile, dest: Path) -> str:
     if target.is_file() and sha256_file(target) == expected_sha:
         return "present"
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    # Created with the umask's mode like every record (mkstemp would make it 0600).
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    tmp_name = str(tmp)
     try:
         # Transport errors are botocore's (and s3transfer's, for a body cut off mid-read) to
         # retry; the one thing they cannot know is a body that arrived whole but wrong.
