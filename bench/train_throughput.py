@@ -10,6 +10,12 @@ transformer and the stateful (K/V-cache) transformer at the flagship size on the
 continuous occupancy-control task, side by side in one run, and times acting: the
 stateful model's one-step cache read vs re-encoding the whole window per env step.
 
+`--envs-per-runner 4 16 32 64` sweeps the number of env copies per runner (a sampling
+setting, not a property of the agent): RLlib's per-step connector work is paid per
+vector step, so more copies amortize it. Flagship-study sweep (one command, ~5 min):
+  .venv/bin/python bench/train_throughput.py --compare modules --iterations 4 --rounds 1 \
+      --flagship-modules stateful_transformer --envs-per-runner 4 16 32 64
+
 `--compare harness` (the default) is described below.
 
 For each RLModule the same config is trained twice per round, side by side in one
@@ -358,6 +364,10 @@ def compare_modules(args: argparse.Namespace) -> int:
         print(f"{name:<22}{envs:>12}{rate:>13.0f}{share:>10.0%}{versus}")
     print("sampling = share of iterations 2..N in the driver's env runner; the rest is mostly")
     print("the learner update (connector pipeline, GAE, epochs x minibatches)")
+    for name in args.flagship_modules:
+        if len(args.envs_per_runner) > 1:
+            best = max(args.envs_per_runner, key=lambda e: statistics.median(rates[(name, e)]))
+            print(f"{name}: fastest at {best} envs/runner")
     print(
         "reference: the original library's flagship agent (4 envs/runner), ~400 env steps/s "
         "on 2 cores; the flagship study's CPU budget needs > 1,100"
