@@ -32,7 +32,10 @@ Cost: RLlib stores STATE_OUT at every env step, so the cache is copied per step
 (2 * num_layers * (context - 1) * d_model floats: 145 KB at d_model 96, 3 layers,
 context 64; RLlib's TensorToNumpy also copies it once more). Acting costs one step of
 attention over the cache instead of re-encoding the window (see
-`bench/train_throughput.py --compare modules`).
+`bench/train_throughput.py --compare modules`). RLlib's per-step connector work is paid
+per vector step, so at 4 env copies per runner it dominates sampling: on 2 cores
+(cpu-local, num_env_runners=0) use ~32 (`num_envs_per_env_runner=32`), and leave torch
+its default threads so the update uses both cores (sweep: `--envs-per-runner 4 16 32 64`).
 """
 
 from __future__ import annotations
