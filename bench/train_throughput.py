@@ -221,7 +221,7 @@ def flagship_config(name: str, args: argparse.Namespace, envs_per_runner: int):
     )
     if class_name == "StatefulTransformerActorCritic":
         config.env_runners(env_to_module_connector=models.prev_action_env_to_module)
-        config.training(learner_connector=models.prev_action_learner)
+        config.learners(learner_connector=models.prev_action_learner)
     return config
 
 

@@ -6,7 +6,7 @@ Discrete actions only; this piece leaves observations alone and writes one colum
 action), one-hot for Discrete, as sampled for a Box. Install it on both sides:
 
     config.env_runners(env_to_module_connector=prev_action_env_to_module)
-    config.training(learner_connector=prev_action_learner)
+    config.learners(learner_connector=prev_action_learner)
 
 RLlib's default pieces run after it, so the column gets the time dim and zero
 padding like any other.
@@ -76,5 +76,5 @@ def prev_action_env_to_module(env: Any = None, spaces: Any = None, device: Any =
 
 
 def prev_action_learner(input_observation_space: Any = None, input_action_space: Any = None) -> Any:
-    """`config.training(learner_connector=...)` factory."""
+    """`config.learners(learner_connector=...)` factory."""
     return PrevActionToBatch(as_learner_connector=True)

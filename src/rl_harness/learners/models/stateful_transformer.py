@@ -17,7 +17,7 @@ model_config keys:
   "prev_action"  feed the previous action (default True): needs the `prev_actions`
                  column, so install `PrevActionToBatch` on both sides:
                  config.env_runners(env_to_module_connector=prev_action_env_to_module)
-                 config.training(learner_connector=prev_action_learner)
+                 config.learners(learner_connector=prev_action_learner)
   plus the shared "head_hidden_sizes" and "activation" of ActorCriticRLModule.
 The original library's names map as n_layers -> num_layers, n_heads -> num_heads;
 unknown keys fail.

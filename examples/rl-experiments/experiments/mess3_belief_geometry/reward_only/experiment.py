@@ -57,11 +57,9 @@ class Budget:
     n_permutations: int  # permutation-null refits of the agent's probe
 
 
-# One tiny iteration and small probes: checks the recipe end to end. Target: under 2 minutes
-# on 2 quiet cores; NOT YET MEASURED on a quiet machine. Measured in issue 15 on 2 cores at load
-# average 12-15 (7 other sessions' work): next_token_aux at this budget 316 s wall (about
-# 100 s imports, Ray start and setup, 45 s training iteration, 117 s analysis); reward_only
-# at a budget twice this size 415 s. Most of it is CPU starvation and Ray's start.
+# One tiny iteration and small probes: checks the recipe end to end. Measured on 2 quiet
+# cores (2026-12-03, seed 42, run 20261203T075637Z-b3ce8715): 49 s end to end through
+# `uv run rl-harness ... --smoke` (9 s of it training), under the 2-minute target.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
