@@ -20,28 +20,10 @@ import numpy as np
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from mess3_bench_env import MESS3_NEXT_TOKEN  # noqa: E402  (bench/ is on sys.path)
+from mess3_bench_env import MESS3_NEXT_TOKEN, rllib_env  # noqa: E402  (bench/ is on sys.path)
 
 ENV_CONFIG = MESS3_NEXT_TOKEN
 SIZES = (1, 16, 256)
-
-
-def rllib_env(num_envs: int, mode: str):
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-
-    from rl_harness.envs.hmm import ENV_ID
-
-    config = (
-        PPOConfig()
-        .environment(ENV_ID, env_config=ENV_CONFIG)
-        .env_runners(
-            num_env_runners=0, num_envs_per_env_runner=num_envs, gym_env_vectorize_mode=mode
-        )
-    )
-    env = SingleAgentEnvRunner(config=config).env
-    env.reset(seed=0)
-    return env
 
 
 def env_stepper(env, num_envs: int) -> Callable[[], None]:
@@ -96,8 +78,8 @@ def main() -> None:
     columns = ("per-env sync", "batched", "batched bare", "raw numpy")
     steppers: dict[tuple[str, int], Callable[[], None]] = {}
     for n in SIZES:
-        steppers["per-env sync", n] = env_stepper(rllib_env(n, "sync"), n)
-        steppers["batched", n] = env_stepper(rllib_env(n, "vector_entry_point"), n)
+        steppers["per-env sync", n] = env_stepper(rllib_env(ENV_CONFIG, n, "sync"), n)
+        steppers["batched", n] = env_stepper(rllib_env(ENV_CONFIG, n, "vector_entry_point"), n)
         bare = HMMVectorEnv(n, ENV_CONFIG)
         bare.reset(seed=0)
         steppers["batched bare", n] = env_stepper(bare, n)
