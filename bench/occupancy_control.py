@@ -26,9 +26,8 @@ import numpy as np
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from mess3_bench_env import rllib_env  # noqa: E402  (bench/ is on sys.path)
+from mess3_bench_env import throughput_table  # noqa: E402  (bench/ is on sys.path)
 
-SIZES = (1, 16, 256)
 ENV_CONFIG = {
     "model": "rl_harness.envs.mess3:control_chain_model",
     "model_kwargs": {"alpha": 0.85},
@@ -75,49 +74,9 @@ def raw_stepper(num_envs: int) -> Callable[[], None]:
     return step
 
 
-def burst_rate(step: Callable[[], None], num_envs: int, seconds: float) -> float:
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        for _ in range(10):
-            step()
-        calls += 10
-    return calls * num_envs / elapsed
-
-
 def throughput(burst: float, rounds: int) -> None:
-    from rl_harness.envs.hmm import HMMVectorEnv
-
-    columns = ("per-env sync", "batched", "batched bare", "raw numpy")
-    steppers: dict[tuple[str, int], Callable[[], None]] = {}
-    for n in SIZES:
-        steppers["per-env sync", n] = env_stepper(rllib_env(ENV_CONFIG, n, "sync"), n)
-        steppers["batched", n] = env_stepper(rllib_env(ENV_CONFIG, n, "vector_entry_point"), n)
-        bare = HMMVectorEnv(n, ENV_CONFIG)
-        bare.reset(seed=0)
-        steppers["batched bare", n] = env_stepper(bare, n)
-        steppers["raw numpy", n] = raw_stepper(n)
-    for key, step in steppers.items():  # warm up
-        burst_rate(step, key[1], 0.05)
-    rates: dict[tuple[str, int], list[float]] = {key: [] for key in steppers}
-    for _ in range(rounds):
-        for key, step in steppers.items():
-            rates[key].append(burst_rate(step, key[1], burst))
-    rate = {key: float(np.median(values)) for key, values in rates.items()}
-
-    print(
-        f"Occupancy control (Box actions), token_window 8, delay 1; env steps/s (median of "
-        f"{rounds})"
-    )
-    header = "".join(f"{name:>14}" for name in ("n_envs", *columns))
-    header += f"{'batched/per-env':>17}{'raw/bare':>10}{'raw/batched':>13}"
-    print(header)
-    print("-" * len(header))
-    for n in SIZES:
-        per_env, batched, bare, raw = (rate[name, n] for name in columns)
-        row = f"{n:>14}" + "".join(f"{rate[name, n]:>14,.0f}" for name in columns)
-        row += f"{batched / per_env:>16.1f}x{raw / bare:>9.2f}x{raw / batched:>12.2f}x"
-        print(row)
-    print("targets at 256 envs: batched/per-env >= 10x; raw numpy within 3x of the batched env")
+    title = "Occupancy control (Box actions), token_window 8, delay 1"
+    throughput_table(title, ENV_CONFIG, env_stepper, raw_stepper, burst, rounds)
 
 
 def solver_cost() -> None:
