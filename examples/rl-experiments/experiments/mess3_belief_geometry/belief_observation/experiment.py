@@ -46,7 +46,9 @@ class Budget:
     n_permutations: int  # permutation-null refits of the agent's probe
 
 
-# One tiny iteration and a small probe: checks the recipe end to end (timing: see reward_only).
+# One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
+# cores (2026-12-04, the study's slow smoke suite run as a whole): 31.7 s wall through the
+# rl-harness CLI, under the 2-minute target.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -59,11 +61,12 @@ SMOKE = Budget(
     n_bootstrap=100,
     n_permutations=10,
 )
-# CPU default: 62 x 32,768 = 2,031,616 env steps, meant for at most 30 minutes on 2 quiet
-# cores. NOT YET MEASURED. It fits only at ~1,130 env steps/s: bench/train_throughput.py's
-# target for this model (3x the original agent's ~400 env steps/s on 2 cores; at 400/s these
-# steps take 85 min). Measure it (the progress line prints seconds per iteration) and set
-# `iterations` to what 30 minutes hold, if at least 62.
+# CPU default: 62 x 32,768 = 2,031,616 env steps in at most 30 minutes on 2 cores. Measured
+# on 2 quiet cores (2026-12-04, reward_only seed 0, run 20261204T004139Z-113b613d, nothing
+# else running): training 1,553 s (25.9 min; 21-27 s per iteration after the first's 50 s,
+# 1,308 env steps/s, 3.3x the original agent's ~400/s), 28.4 min end to end with the 2.1-min
+# evaluation and probes. 62 is what 30 minutes hold with that analysis and ~5% margin for
+# run-to-run spread; the other leaves' runs take the same time (see the study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
