@@ -16,7 +16,9 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes. Budgets and agent: exactly `reward_only`'s (tested).
-Results to expect: pending (no CPU-budget run of this leaf has been made yet).
+Results to expect (CPU budget, seeds 0-1, 2026-12-04; table and run ids in the study README):
+greedy return per step ~0.367-0.370 (96-97% of the belief-MDP ceiling); every probe's R² ~1
+by construction.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ SMOKE = Budget(
 # else running): training 1,553 s (25.9 min; 21-27 s per iteration after the first's 50 s,
 # 1,308 env steps/s, 3.3x the original agent's ~400/s), 28.4 min end to end with the 2.1-min
 # evaluation and probes. 62 is what 30 minutes hold with that analysis and ~5% margin for
-# run-to-run spread; the other leaves' runs take the same time (see the study README).
+# run-to-run spread; belief_observation takes the same (25.2-25.6 min; study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
