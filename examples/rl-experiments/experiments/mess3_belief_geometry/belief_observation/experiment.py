@@ -63,12 +63,8 @@ SMOKE = Budget(
     n_bootstrap=100,
     n_permutations=10,
 )
-# CPU default: 62 x 32,768 = 2,031,616 env steps in at most 30 minutes on 2 cores. Measured
-# on 2 quiet cores (2026-12-04, reward_only seed 0, run 20261204T004139Z-113b613d, nothing
-# else running): training 1,553 s (25.9 min; 21-27 s per iteration after the first's 50 s,
-# 1,308 env steps/s, 3.3x the original agent's ~400/s), 28.4 min end to end with the 2.1-min
-# evaluation and probes. 62 is what 30 minutes hold with that analysis and ~5% margin for
-# run-to-run spread; belief_observation takes the same (25.2-25.6 min; study README).
+# CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
+# min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training (study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,

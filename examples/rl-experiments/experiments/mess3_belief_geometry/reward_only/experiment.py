@@ -27,10 +27,10 @@ values and the probe R² (global, within-branch) against the controls.
 
 Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
 Results to expect (CPU budget, seeds 0-2, 2026-12-04; table and run ids in the study README):
-greedy return per step ~0.338 (88.5% of the belief-MDP ceiling 0.3819; above best stack-2
-0.2950 and stack-3 0.3281, short of the 90% aim), the curve still rising slowly at the end;
-within-branch probe R² ~0.84-0.86 against < 0 for the untrained module and ~0 for the raw
-observation (global R² is ~0.9 and saturated: the untrained module reaches ~0.99).
+greedy return per step 0.336-0.338 (88.4% of the belief-MDP ceiling 0.3819; above best
+stack-2 0.2950 and stack-3 0.3281, short of the 90% aim), the curve still rising slowly at
+the end; within-branch probe R² 0.84-0.88 against < 0 for the untrained module and ~0 for
+the raw observation (global R² ~0.9 is saturated: the untrained module reaches ~0.99).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ SMOKE = Budget(
 # else running): training 1,553 s (25.9 min; 21-27 s per iteration after the first's 50 s,
 # 1,308 env steps/s, 3.3x the original agent's ~400/s), 28.4 min end to end with the 2.1-min
 # evaluation and probes. 62 is what 30 minutes hold with that analysis and ~5% margin for
-# run-to-run spread; belief_observation takes the same (25.2-25.6 min; study README).
+# run-to-run spread (the other quiet runs: 25.2-26.0 min training; study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
