@@ -16,8 +16,8 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes. Budgets and agent: exactly `reward_only`'s (tested).
-Results to expect (CPU budget, seeds 0-1, 2026-12-04; table and run ids in the study README):
-greedy return per step ~0.367-0.370 (96-97% of the belief-MDP ceiling); every probe's R² ~1
+Results to expect (CPU budget, seeds 0-2, 2026-12-04; table and run ids in the study README):
+greedy return per step 0.363-0.370 (95-97% of the belief-MDP ceiling); every probe's R² ~1
 by construction.
 """
 
@@ -64,7 +64,8 @@ SMOKE = Budget(
     n_permutations=10,
 )
 # CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
-# min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training (study README).
+# min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training,
+# seed 2 31.7 min with nothing else running (cause not found; study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,

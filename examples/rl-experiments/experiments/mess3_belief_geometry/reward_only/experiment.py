@@ -76,12 +76,13 @@ SMOKE = Budget(
     n_bootstrap=100,
     n_permutations=10,
 )
-# CPU default: 62 x 32,768 = 2,031,616 env steps in at most 30 minutes on 2 cores. Measured
-# on 2 quiet cores (2026-12-04, reward_only seed 0, run 20261204T004139Z-113b613d, nothing
-# else running): training 1,553 s (25.9 min; 21-27 s per iteration after the first's 50 s,
-# 1,308 env steps/s, 3.3x the original agent's ~400/s), 28.4 min end to end with the 2.1-min
-# evaluation and probes. 62 is what 30 minutes hold with that analysis and ~5% margin for
-# run-to-run spread (the other quiet runs: 25.2-26.0 min training; study README).
+# CPU default: 62 x 32,768 = 2,031,616 env steps, the fewest iterations that reach 2M steps;
+# meant to fit 30 minutes on 2 cores. Measured on 2 quiet cores (2026-12-04, reward_only
+# seed 0, run 20261204T004139Z-113b613d, nothing else running): training 1,553 s (25.9 min;
+# 21-27 s per iteration after the first's 50 s, 1,308 env steps/s, 3.3x the original
+# agent's ~400/s), 28.4 min end to end with the 2.1-min evaluation and probes. Four other
+# quiet runs trained in 25.2-26.0 min; one (belief_observation seed 2) took 31.7 min, 34.2
+# end to end, over the 30 minutes, cause not found (study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
