@@ -94,7 +94,7 @@ def test_bad_stop_rejected(tmp_path: Path):
         run_algorithm(tiny_config(), make_context(tmp_path), stop=0)
 
 
-def test_tune_seed_sweep_records_each_trial_seed(ray_session, tmp_path: Path):
+def test_tune_seed_sweep_records_each_trial_seed(ray_session, ctrl_c_raises, tmp_path: Path):
     context = make_context(tmp_path, seed=9)
     result = run_tune(tiny_config(), context, stop=1, seeds=[11, 12])
     assert sorted(t.seed for t in result.trials) == [11, 12]
@@ -118,7 +118,9 @@ def test_tune_seed_sweep_records_each_trial_seed(ray_session, tmp_path: Path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_tune_ctrl_c_is_interrupted_and_handlers_restored(ray_session, tmp_path: Path):
+def test_tune_ctrl_c_is_interrupted_and_handlers_restored(
+    ray_session, ctrl_c_raises, tmp_path: Path
+):
     context = make_context(tmp_path, seed=21)
     metrics = context.results_dir / "metrics.jsonl"
 
@@ -138,3 +140,9 @@ def test_tune_ctrl_c_is_interrupted_and_handlers_restored(ray_session, tmp_path:
     assert {r["seed"] for r in _rows(context)} == {21}
     # Tune's own Ctrl-C handler must not outlive the run.
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Nor may the Ctrl-C itself: the next run in this process (a notebook) trains to its end.
+    try:
+        after = run_algorithm(tiny_config(), make_context(tmp_path, seed=22), stop=2)
+    except KeyboardInterrupt as stale:  # would otherwise abort the whole pytest session
+        pytest.fail(f"the earlier run's Ctrl-C stopped this one: {stale!r}")
+    assert after.iterations == 2

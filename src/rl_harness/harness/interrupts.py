@@ -140,6 +140,14 @@ def reinstall_after(saved: Handler) -> None:
         signal.signal(signal.SIGTERM, saved)
 
 
+def forget_outside_a_run() -> None:
+    """At a runner's start outside a CLI run (a notebook, a script), nothing is received yet:
+    drop the stop signal an earlier interrupted run in this process left noted, which would
+    otherwise stop this run after its first iteration. Inside a CLI run the lifecycle owns it."""
+    if signal.getsignal(signal.SIGTERM) is not handle_stop_signal:
+        _state.received = None
+
+
 def stop_requested() -> int | None:
     """The stop signal received so far in this run, if any."""
     return _state.received
@@ -178,9 +186,8 @@ def tune_mode() -> Iterator[None]:
     """Within `tuner.fit()`: a stop signal makes the harness's Tune callback request a
     checkpoint of each running trial at its next result, then asks Tune to stop gracefully
     (immediately when no trial has reported yet)."""
+    forget_outside_a_run()
     saved = signal.signal(signal.SIGTERM, handle_stop_signal) if in_main_thread() else None
-    if saved is not handle_stop_signal:  # called outside a CLI run: nothing received yet
-        _state.received = None
     _state.tune, _state.tune_started, _state.tune_stopping = True, False, False
     _state.tune_handler = None
     try:

@@ -160,6 +160,7 @@ def run_algorithm(
     checkpoints: list[Path] = []
     row: dict[str, Any] = {}
     status = RUNNING
+    interrupts.forget_outside_a_run()
     try:
         algo = config.build_algo()
         if context.resume_from is not None:
