@@ -14,6 +14,7 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 # 0.47 s per PPO iteration under load). Set before torch loads; subprocesses inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -29,6 +30,18 @@ def ray_session():
         ray.init(include_dashboard=False, num_cpus=2, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for one test, whatever SIGINT was at launch.
+
+    A suite started as a background job of a non-interactive shell inherits SIGINT ignored,
+    and Python then keeps ignoring it: a real SIGINT sent by a test would do nothing.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -25,7 +25,9 @@ def tiny_config():
     )
 
 
-def test_ctrl_c_after_first_iteration_keeps_the_final_checkpoint(ray_session, tmp_path: Path):
+def test_ctrl_c_after_first_iteration_keeps_the_final_checkpoint(
+    ray_session, ctrl_c_raises, tmp_path: Path
+):
     context = make_context(tmp_path, seed=3)
 
     def ctrl_c(algo, _result) -> None:

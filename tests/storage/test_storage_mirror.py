@@ -259,7 +259,7 @@ def in_progress(raw_s3, bucket) -> list[str]:
 
 
 def test_ctrl_c_cancels_transfers_and_aborts_their_multipart_uploads(
-    config, proxy, raw_s3, tmp_path
+    config, proxy, raw_s3, ctrl_c_raises, tmp_path
 ):
     files = make_tree(tmp_path / "artifacts")
     big = os.urandom(11 * 1024 * 1024)  # 3 parts
