@@ -101,6 +101,30 @@ def test_state_layout_and_encode_shapes():
     torch.testing.assert_close(rep.mean(-1), torch.zeros(2), atol=1e-5, rtol=0)
 
 
+def test_encode_step_residuals_names_every_depth_and_ends_in_encode_step():
+    module = _module()
+    obs, prev = torch.randn(3, 7, 3), torch.randn(3, 7, 2)
+    with torch.no_grad():
+        state = None
+        for t in range(6):  # a filled cache, not only the empty one
+            batch = {Columns.OBS: obs[:, t], PREV_ACTIONS: prev[:, t]}
+            if state is not None:
+                batch[Columns.STATE_IN] = state
+            residuals, res_state = module.encode_step_residuals(batch)
+            rep, state = module.encode_step(batch)
+            assert list(residuals) == ["embed", "block_1", "block_2", "final_norm"]
+            assert all(r.shape == (3, 16) for r in residuals.values())
+            assert torch.equal(residuals["final_norm"], rep)  # bit for bit
+            for key in ("k", "v", "n"):
+                assert torch.equal(res_state[key], state[key])
+            normed = module.transformer.norm(residuals["block_2"])
+            assert torch.equal(normed, residuals["final_norm"])
+            # embed is the input projection of the step's token, block_1 differs from it.
+            token = torch.cat((obs[:, t], prev[:, t]), -1)
+            torch.testing.assert_close(residuals["embed"], module.transformer.embed(token))
+            assert not torch.allclose(residuals["block_1"], residuals["embed"])
+
+
 def test_box_actions_feed_back_and_prev_action_can_be_off():
     box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     module = _module(box)

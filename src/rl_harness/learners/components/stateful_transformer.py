@@ -185,6 +185,21 @@ class StatefulTransformerEncoder(nn.Module):
         Returns the final normed residual stream (B, T, d_model) and the cache after
         the last of the T steps.
         """
+        residuals, state_out = self.forward_residuals(x, state, keep_all=False)
+        return residuals["final_norm"], state_out
+
+    def forward_residuals(
+        self,
+        x: torch.Tensor,
+        state: dict[str, torch.Tensor] | None = None,
+        *,
+        keep_all: bool = True,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Like `forward`, but returns the residual stream at every depth, each (B, T, D):
+        "embed" (input to block 1), "block_1" ... "block_L" (after each block, before the
+        final norm) and "final_norm" (what `forward` returns, the same computation).
+        keep_all=False keeps only "final_norm".
+        """
         if x.dim() != 3 or x.shape[-1] != self.input_dim:
             raise ValueError(f"expected (B, T, {self.input_dim}) inputs, got {tuple(x.shape)}")
         batch, steps = x.shape[:2]
@@ -194,13 +209,17 @@ class StatefulTransformerEncoder(nn.Module):
         cos, sin, window = self._tables_for(steps, x.device)
         mask = self._mask(state["n"], window)
         h = self.embed(x)
+        residuals: dict[str, torch.Tensor] = {"embed": h} if keep_all else {}
         new_k, new_v = [], []
         for layer, block in enumerate(self.blocks):
             h, keys, values = block(h, state["k"][:, layer], state["v"][:, layer], mask, cos, sin)
             new_k.append(keys[:, -past:])
             new_v.append(values[:, -past:])
+            if keep_all:
+                residuals[f"block_{layer + 1}"] = h
+        residuals["final_norm"] = self.norm(h)
         n_out = (state["n"] + steps).clamp(max=past)
-        return self.norm(h), {
+        return residuals, {
             "k": torch.stack(new_k, dim=1),
             "v": torch.stack(new_v, dim=1),
             "n": n_out,

@@ -136,14 +136,32 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         return self.transformer(self._inputs(batch), batch.get(Columns.STATE_IN))
 
+    def _step_inputs(self, batch: dict[str, Any]) -> torch.Tensor:
+        """One step without a time dim -> the (B, 1, input_dim) token."""
+        stepped = {Columns.OBS: batch[Columns.OBS].unsqueeze(1)}
+        if PREV_ACTIONS in batch:
+            stepped[PREV_ACTIONS] = batch[PREV_ACTIONS].unsqueeze(1)
+        return self._inputs(stepped)
+
     def encode_step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One step without a time dim: obs (B, *obs_shape), `prev_actions` (B, A) if used,
         STATE_IN (or none: an empty cache) -> (representation (B, d_model), state out).
         """
-        stepped = {Columns.OBS: batch[Columns.OBS].unsqueeze(1)}
-        if PREV_ACTIONS in batch:
-            stepped[PREV_ACTIONS] = batch[PREV_ACTIONS].unsqueeze(1)
-        if Columns.STATE_IN in batch:
-            stepped[Columns.STATE_IN] = batch[Columns.STATE_IN]
-        representation, state = self.representation(stepped)
+        representation, state = self.transformer(
+            self._step_inputs(batch), batch.get(Columns.STATE_IN)
+        )
         return representation[:, 0], state
+
+    def encode_step_residuals(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """`encode_step` with the residual stream at every depth: (residuals, state out).
+
+        residuals maps "embed" (input to block 1), "block_1" ... "block_L" (after each
+        block, before the final norm) and "final_norm" (after it: exactly `encode_step`'s
+        representation) to (B, d_model) tensors. Same inputs and state as `encode_step`.
+        """
+        residuals, state = self.transformer.forward_residuals(
+            self._step_inputs(batch), batch.get(Columns.STATE_IN)
+        )
+        return {name: r[:, 0] for name, r in residuals.items()}, state
