@@ -320,7 +320,9 @@ def execute_launch(
                 except VastAPIError as err:
                     if not err.offer_gone:
                         raise
-                    offer = _next_spare(spares, machines, budget_dph - dph_so_far, box)
+                    # What is left: the budget less the boxes rented and those still planned.
+                    committed = dph_so_far + sum(b.offer.dph for b in plan.boxes[box.index + 1 :])
+                    offer = _next_spare(spares, machines, budget_dph - committed, box)
                     machines.add(offer.machine_id)
             dph_so_far += offer.dph
             now = time.time()
