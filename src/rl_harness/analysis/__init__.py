@@ -5,6 +5,7 @@
     collect_rollouts(module, make_env, ...)         representations and info targets
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
     plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
+    mixed_state_scatter(beliefs, probabilities, ax=...)  a mixed-state presentation
 
 Names load lazily, so importing one part does not pull in RLlib, torch or matplotlib. The
 `TYPE_CHECKING` imports show IDEs the same names as `__all__` (tests/test_public_api.py).
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     )
     from rl_harness.analysis.plots import (
         barycentric_xy,
+        mixed_state_scatter,
         plot_belief_simplex,
         plot_learning_curve,
         simplex_scatter,
@@ -74,6 +76,7 @@ _EXPORTS = {
     "evaluate_probe": "rl_harness.analysis.probes",
     "fit_affine": "rl_harness.analysis.probes",
     "barycentric_xy": "rl_harness.analysis.plots",
+    "mixed_state_scatter": "rl_harness.analysis.plots",
     "plot_belief_simplex": "rl_harness.analysis.plots",
     "plot_learning_curve": "rl_harness.analysis.plots",
     "simplex_scatter": "rl_harness.analysis.plots",
@@ -102,6 +105,7 @@ __all__ = [
     "info_target",
     "load_algorithm",
     "load_module",
+    "mixed_state_scatter",
     "module_checkpoint_dir",
     "module_ids",
     "permutation_null",

@@ -156,3 +156,47 @@ def save_png(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def mixed_state_scatter(
+    beliefs: np.ndarray,
+    probabilities: np.ndarray,
+    *,
+    ax: Any | None = None,
+    max_size: float = 60.0,
+    colors: np.ndarray | str | None = None,
+    title: str | None = None,
+    corner_labels: Sequence[str] | None = None,
+) -> Any:
+    """A mixed-state presentation in the 2-simplex: (n, 3) beliefs at their barycentric
+    coordinates, each point's area proportional to its probability (the largest gets
+    `max_size` points^2). Returns the Figure drawn on.
+
+    Pure: draws into `ax` when given (the caller owns its figure), else into a new
+    `matplotlib.figure.Figure` that pyplot does not track (no backend switch, nothing to
+    close; save it with `fig.savefig`). Larger points are drawn first so small ones stay
+    visible. `colors` defaults to RGB = the belief; other arguments as `simplex_scatter`.
+    """
+    from matplotlib.figure import Figure
+
+    beliefs = np.asarray(beliefs, dtype=np.float64)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    if probabilities.shape != beliefs.shape[:1]:
+        raise ValueError(f"{probabilities.shape} probabilities for beliefs {beliefs.shape}")
+    if probabilities.size == 0 or np.any(probabilities < 0) or not probabilities.max() > 0:
+        raise ValueError("probabilities must be non-negative with a positive maximum")
+    if colors is None:
+        colors = belief_colors(beliefs)
+    order = np.argsort(-probabilities, kind="stable")
+    if not isinstance(colors, str):
+        colors = np.asarray(colors)
+        if len(colors) != len(beliefs):
+            raise ValueError(f"{len(colors)} colours for {len(beliefs)} points")
+        colors = colors[order]
+    if ax is None:
+        ax = Figure(figsize=(5.0, 4.6)).add_subplot()
+    sizes = max_size * probabilities[order] / probabilities.max()
+    simplex_scatter(
+        ax, beliefs[order], colors=colors, title=title, corner_labels=corner_labels, s=sizes
+    )
+    return ax.figure
