@@ -3,6 +3,13 @@
 Model and beliefs: `HMMModel` (immutable, validated), `HMMSample`, `predict`, `update`,
 `next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`.
 
+Processes and geometry: `zero_one_random_model` (Z1R) and `rrxor_model` (named constructors
+beside `rl_harness.envs.mess3.mess3_model`); `ProductHMM` / `product_hmm(*factors)` (a
+factored HMM whose joint `model` emits joint token indices, with per-factor token and belief
+maps); `mixed_state_presentation(model, depth)` (every prefix's belief and probability,
+equal beliefs merged) with exact conditional and block entropies; `unifilar_entropy_rate`,
+`is_unifilar`, `next_token_entropy`, `merge_beliefs`.
+
 Envs: `HMMEnv` (gymnasium.Env) and `HMMVectorEnv` (N copies in one NumPy call, next-step
 autoreset), both built from the same JSON-serializable env_config (see `HMMEnvConfig`):
 
@@ -61,7 +68,23 @@ from rl_harness.envs.hmm.beliefs import (
 )
 from rl_harness.envs.hmm.config import INFO_KEYS, HMMEnvConfig, load_object
 from rl_harness.envs.hmm.env import HMMEnv
+from rl_harness.envs.hmm.mixed_state import (
+    MixedStateLayer,
+    MixedStatePresentation,
+    is_unifilar,
+    merge_beliefs,
+    mixed_state_presentation,
+    next_token_entropy,
+    unifilar_entropy_rate,
+)
 from rl_harness.envs.hmm.model import HMMModel, HMMSample
+from rl_harness.envs.hmm.processes import (
+    RRXOR_STATES,
+    Z1R_STATES,
+    rrxor_model,
+    zero_one_random_model,
+)
+from rl_harness.envs.hmm.product import ProductHMM, product_hmm
 from rl_harness.envs.hmm.registration import ENV_ID, IMPORTING_ENV_ID, register_envs
 from rl_harness.envs.hmm.simulator import ObservationLayout
 from rl_harness.envs.hmm.task import ContinuousTask, Control, Task, Transition
@@ -80,14 +103,27 @@ __all__ = [
     "HMMModel",
     "HMMSample",
     "HMMVectorEnv",
+    "MixedStateLayer",
+    "MixedStatePresentation",
     "ObservationLayout",
+    "ProductHMM",
+    "RRXOR_STATES",
     "Task",
     "Transition",
+    "Z1R_STATES",
     "filter_beliefs",
+    "is_unifilar",
     "load_object",
+    "merge_beliefs",
+    "mixed_state_presentation",
+    "next_token_entropy",
     "next_token_probabilities",
     "predict",
+    "product_hmm",
     "register_envs",
+    "rrxor_model",
     "sampled_beliefs",
+    "unifilar_entropy_rate",
     "update",
+    "zero_one_random_model",
 ]
