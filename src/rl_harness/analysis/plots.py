@@ -164,13 +164,15 @@ def mixed_state_scatter(
     *,
     ax: Any | None = None,
     max_size: float = 60.0,
+    min_size: float = 0.0,
     colors: np.ndarray | str | None = None,
     title: str | None = None,
     corner_labels: Sequence[str] | None = None,
 ) -> Any:
     """A mixed-state presentation in the 2-simplex: (n, 3) beliefs at their barycentric
     coordinates, each point's area proportional to its probability (the largest gets
-    `max_size` points^2). Returns the Figure drawn on.
+    `max_size` points^2; `min_size` floors the rest, e.g. 0.5 to show the deep, improbable
+    beliefs of a fractal). Returns the Figure drawn on.
 
     Pure: draws into `ax` when given (the caller owns its figure), else into a new
     `matplotlib.figure.Figure` that pyplot does not track (no backend switch, nothing to
@@ -195,7 +197,7 @@ def mixed_state_scatter(
         colors = colors[order]
     if ax is None:
         ax = Figure(figsize=(5.0, 4.6)).add_subplot()
-    sizes = max_size * probabilities[order] / probabilities.max()
+    sizes = np.maximum(max_size * probabilities[order] / probabilities.max(), min_size)
     simplex_scatter(
         ax, beliefs[order], colors=colors, title=title, corner_labels=corner_labels, s=sizes
     )
