@@ -84,7 +84,8 @@ def test_conditional_entropies_match_enumeration(model: HMMModel):
 
 def test_mess3_prefix_probabilities_sum_to_one_at_every_depth():
     msp = mixed_state_presentation(mess3_model(0.05, 0.85), 9)
-    # MESS3 at the paper setting never repeats a belief within a depth: 3**d nodes.
+    # MESS3 at the paper setting has no two beliefs within 1e-9 up to depth 9: 3**d nodes
+    # (at depth 12 some distinct ones are, and merge).
     assert [layer.n_nodes for layer in msp.layers] == [3**d for d in range(10)]
     for layer in msp.layers:
         assert layer.probabilities.sum() == pytest.approx(1.0, abs=1e-12)

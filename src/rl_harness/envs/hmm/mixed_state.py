@@ -3,9 +3,12 @@
 Depth d of the MSP holds every token prefix of length d with nonzero probability, its
 belief (filtered from the stationary distribution) and its probability (the product of the
 filter's normalizers). Prefixes whose beliefs agree within a tolerance are merged into one
-node (their probabilities summed): equal beliefs have equal futures, so merging loses
-nothing the next-token law or the entropies depend on. Each depth is computed in one NumPy
-pass over all its nodes and tokens.
+node (their probabilities summed): equal beliefs have equal futures, so merging equal
+beliefs loses nothing; merging near-equal ones moves beliefs and entropies by about the
+tolerance. Both happen: Z1R's beliefs coincide exactly once it synchronizes, while MESS3
+(x 0.05, alpha 0.85) first has distinct beliefs closer than 1e-9 at depth 12 (its prefixes
+0^12, 010^10, 020^10, 10^11, 20^11 differ by under 1e-9) and merges them at the default
+tolerance. Each depth is computed in one NumPy pass over all its nodes and tokens.
 
 Entropy rates, in bits: `unifilar_entropy_rate` is exact for a unifilar model (the state
 left and the token fix the state entered): there h = sum_i pi_i H(next token | state i).
@@ -123,8 +126,9 @@ class MixedStatePresentation:
     def conditional_entropies(self) -> np.ndarray:
         """c[l] = H(X_{l+1} | X_1..X_l) in bits for l = 0..depth (c[0] = H(X_1)).
 
-        Exact (merging only joins equal beliefs); for a stationary start it is
-        nonincreasing in l and converges to the entropy rate from above.
+        Exact when merging joined only equal beliefs (`tolerance=None` never merges),
+        else within about the tolerance; for a stationary start it is nonincreasing in l
+        and converges to the entropy rate from above.
         """
         return np.array(
             [
