@@ -10,6 +10,10 @@ byte (and to its old mtime) before the next one, on Ctrl-C and SIGTERM too. Firs
 tests run on the unmutated code: a mutant is only "killed" if they passed there. Exit code
 0 when every mutant is killed; 1 when one survives; 2 when the list is stale (an original
 text no longer occurs exactly once: update the entry with the code it guards).
+
+In a checkout others are editing, run it on a snapshot of HEAD instead (docs/mutation_check.md):
+    snap=$(mktemp -d) && git archive HEAD | tar -x -C "$snap"
+    PYTHONPATH="$snap/src" .venv/bin/python "$snap/tools/mutation_check.py" NAME...
 """
 
 from __future__ import annotations
@@ -105,7 +109,14 @@ MUTATIONS = [
     Mutation(
         "transformer-post-norm",
         "learners/components/transformer.py",
-        (("norm_first=True,", "norm_first=False,"),),
+        (
+            (
+                "        h = h + self.drop(self.attn(self.norm1(h), rotary))\n"
+                "        return h + self.drop(self.mlp(self.norm2(h)))",
+                "        h = self.norm1(h + self.drop(self.attn(h, rotary)))\n"
+                "        return self.norm2(h + self.drop(self.mlp(h)))",
+            ),
+        ),
         ("tests/learners/test_transformer_values.py",),
         "a post-norm transformer, not the documented pre-norm one",
     ),
@@ -114,8 +125,8 @@ MUTATIONS = [
         "learners/components/transformer.py",
         (
             (
-                "h = self.layers(h, mask=self.causal_mask[:width, :width], is_causal=True)",
-                "h = self.layers(h)",
+                "q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True",
+                "q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=False",
             ),
         ),
         (
@@ -176,6 +187,196 @@ MUTATIONS = [
         ("tests/analysis/test_probes.py::test_scores_match_direct_formulas",),
         "pooled R² would not be 1 - SSE/SST",
     ),
+    # -- issue 31: bug classes the fast suite once let through ---------------------------------
+    Mutation(
+        "vast-spare-whole-budget",
+        "devops/vast/launch.py",
+        (
+            (
+                "offer = _next_spare(spares, machines, budget_dph - committed, box)",
+                "offer = _next_spare(spares, machines, budget_dph, box)",
+            ),
+        ),
+        ("tests/devops/test_vast_replacement_budget.py",),
+        "a spare replacing a taken offer could rent beyond the budget already committed",
+    ),
+    Mutation(
+        "vast-spare-ignores-planned-boxes",
+        "devops/vast/launch.py",
+        (
+            (
+                "committed = dph_so_far + sum(b.offer.dph for b in plan.boxes[box.index + 1 :])",
+                "committed = dph_so_far",
+            ),
+        ),
+        (
+            "tests/devops/test_vast_replacement_budget.py"
+            "::test_replacing_an_early_box_leaves_room_for_the_boxes_still_planned",
+        ),
+        "replacing an early box could leave too little budget for the boxes still planned",
+    ),
+    Mutation(
+        "b2-abort-prefix-no-slash",
+        "harness/storage/upload.py",
+        (
+            (
+                'prefix = object_key(config.prefix, run_path, "") + "/"',
+                'prefix = object_key(config.prefix, run_path, "")',
+            ),
+        ),
+        ("tests/storage/test_mirror_abort_scope.py",),
+        "run-1's mirror would abort run-10's multipart uploads",
+    ),
+    Mutation(
+        "b2-download-folder-no-slash",
+        "harness/storage/download.py",
+        (
+            (
+                'folder = key.rstrip("/") + "/" if key.strip("/") else ""',
+                'folder = key if key.strip("/") else ""',
+            ),
+        ),
+        (
+            "tests/storage/test_mirror_abort_scope.py"
+            "::test_download_of_a_run_folder_fetches_that_run_only",
+        ),
+        "downloading s3://.../run-1 would also fetch run-10's objects",
+    ),
+    Mutation(
+        "hmm-belief-stride",
+        "envs/hmm/simulator.py",
+        (
+            (
+                "which = actions * k + token if self._controlled else token",
+                "which = actions * self.model.n_states + token if self._controlled else token",
+            ),
+        ),
+        ("tests/envs/test_beliefs_nonsquare.py",),
+        "beliefs under actions would use another action's token matrix (states != tokens)",
+    ),
+    Mutation(
+        "hmm-transition-stride",
+        "envs/hmm/simulator.py",
+        (
+            (
+                "row = actions * s + before if self._controlled else before",
+                "row = actions * self.model.n_tokens + before if self._controlled else before",
+            ),
+        ),
+        ("tests/envs/test_beliefs_nonsquare.py",),
+        "the hidden state would move by another (action, state) row (states != tokens)",
+    ),
+    Mutation(
+        "hmm-emission-stride",
+        "envs/hmm/simulator.py",
+        (
+            (
+                "token = self._emission_table.draw(row * s + state, u_emission)",
+                "token = self._emission_table.draw(row * self.model.n_tokens + state, u_emission)",
+            ),
+        ),
+        ("tests/envs/test_beliefs_nonsquare.py",),
+        "tokens would be drawn from another move's emission (states != tokens)",
+    ),
+    Mutation(
+        "hmm-box-emission-transposed",
+        "envs/hmm/simulator.py",
+        (
+            (
+                "self._emission_by_token = np.ascontiguousarray(emission.T)",
+                "self._emission_by_token = np.ascontiguousarray(emission)",
+            ),
+        ),
+        (
+            "tests/envs/test_beliefs_nonsquare.py"
+            "::test_continuous_task_beliefs_use_the_emission_of_the_state_entered",
+        ),
+        "Box-task beliefs would read the emission matrix transposed (invisible when symmetric)",
+    ),
+    Mutation(
+        "redaction-first-at",
+        "harness/redaction.py",
+        (('userinfo, host = netloc.rsplit("@", 1)', 'userinfo, host = netloc.split("@", 1)'),),
+        ("tests/harness/test_redaction_at_in_password.py",),
+        "a URL password holding '@' would leak its tail into records and logs",
+    ),
+    Mutation(
+        "recipe-failure-runtimeerror-only",
+        "harness/lifecycle.py",
+        (
+            (
+                "except Exception as failure:  # the recipe's own failure",
+                "except RuntimeError as failure:  # the recipe's own failure",
+            ),
+        ),
+        ("tests/harness/test_recipe_failure_types.py",),
+        "a ValueError, KeyError or custom failure would escape without status failed/error.txt",
+    ),
+    Mutation(
+        "probe-baseline-sees-test",
+        "analysis/probes/evaluate.py",
+        (
+            (
+                "reference = y[train].reshape(-1, k).mean(axis=0)",
+                "reference = y.reshape(-1, k).mean(axis=0)",
+            ),
+        ),
+        ("tests/analysis/test_probe_train_mean_baseline.py",),
+        "the constant baseline would see the held-out targets",
+    ),
+    Mutation(
+        "tune-sigterm-reported-as-sigint",
+        "harness/runners.py",
+        (("signum = interrupts.stop_requested() or signal.SIGINT", "signum = signal.SIGINT"),),
+        ("tests/harness/test_tune_sigterm.py",),
+        "a Tune run stopped by SIGTERM would report SIGINT and exit 130, not 143",
+    ),
+    Mutation(
+        "rollout-seeds-default-stream",
+        "analysis/rollouts.py",
+        (
+            (
+                'seeds = [stream_seed(seed, *stream, "episode", str(i))',
+                'seeds = [stream_seed(seed, *DEFAULT_STREAM, "episode", str(i))',
+            ),
+        ),
+        (
+            "tests/analysis/test_rollout_seed_streams.py"
+            "::test_episode_seeds_come_from_the_given_stream",
+        ),
+        "collect_rollouts would ignore its stream: every probe would see the same episodes",
+    ),
+    Mutation(
+        "muon-gru-input-matrix",
+        "learners/models/gru.py",
+        (("return [self.gru.gru.weight_ih_l0]", "return []"),),
+        ("tests/learners/test_muon_groups_gru.py",),
+        "Muon would orthogonalize the GRU's input matrix (raw features in)",
+    ),
+    Mutation(
+        "tune-best-checkpoint-order",
+        "harness/runners.py",
+        (
+            (
+                "best = result.get_best_checkpoint(attribute, order)",
+                'best = result.get_best_checkpoint(attribute, "max")',
+            ),
+        ),
+        ("tests/harness/test_tune_best_checkpoint_min.py",),
+        'checkpoint_score_order="min" would report the highest-scoring checkpoint as best',
+    ),
+    Mutation(
+        "tune-keep-order",
+        "harness/runners.py",
+        (
+            (
+                "checkpoint_score_order=checkpoint_score_order,",
+                'checkpoint_score_order="max",',
+            ),
+        ),
+        ("tests/harness/test_tune_best_checkpoint_min.py",),
+        'with checkpoint_score_order="min", num_to_keep would keep the highest-scoring ones',
+    ),
 ]
 
 
@@ -211,6 +412,31 @@ def _stale(mutation: Mutation) -> str | None:
     return None
 
 
+def _restore(
+    mutation: Mutation, path: Path, original_bytes: bytes, stat: os.stat_result, planted: str
+) -> None:
+    """Put the original back, byte for byte and with its mtime. If the file changed while the
+    mutant ran (someone edited it in the same checkout), undo only the mutant's edits in the
+    new text, so their work survives, and say so."""
+    current = path.read_text()
+    if current == planted:
+        path.write_bytes(original_bytes)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        return
+    problems = []
+    for original, mutant in mutation.edits:
+        if mutant and current.count(mutant) == 1:
+            current = current.replace(mutant, original)
+        else:
+            problems.append(f"{mutant!r} no longer occurs once; restore {original!r} by hand")
+    path.write_text(current)
+    print(
+        f"mutation_check: {mutation.file} changed while {mutation.name} ran; undid the mutant's "
+        "edits in the changed file" + "".join(f"\n  {p}" for p in problems),
+        file=sys.stderr,
+    )
+
+
 def run_one(mutation: Mutation, timeout: float) -> tuple[str, float, str]:
     path = SRC / mutation.file
     original_bytes = path.read_bytes()
@@ -224,8 +450,7 @@ def run_one(mutation: Mutation, timeout: float) -> tuple[str, float, str]:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**10))
         code, seconds, tail = _pytest(mutation.tests, timeout)
     finally:
-        path.write_bytes(original_bytes)
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        _restore(mutation, path, original_bytes, stat, text)
     # 1: tests failed; 2: collection/import error caused by the mutant. Both kill it.
     verdict = {0: "SURVIVED", 1: "killed", 2: "killed"}.get(code, "error")
     return verdict, seconds, tail

@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from ray.rllib.core.columns import Columns
 
 from rl_harness.learners.components import CausalTransformerEncoder
@@ -17,21 +16,34 @@ from rl_harness.learners.models import TransformerActorCritic
 
 
 def reference_forward(enc: CausalTransformerEncoder, x: torch.Tensor) -> torch.Tensor:
-    """Pre-norm causal attention written out: h += Attn(LN1 h); h += W2 gelu(W1 LN2 h)."""
-    h = enc.embed(x) + enc.position[: x.shape[1]]
-    batch, width, d = h.shape
+    """Pre-norm causal attention written out: h += Attn(LN1 h); h += W2 act(W1 LN2 h), with
+    heads of width d_head, learned or rotary positions and an optional final norm."""
+    h = enc.embed(x)
+    batch, width, _ = h.shape
+    if enc.position is not None:
+        h = h + enc.position[:width]
+    heads, d_head = enc.num_heads, enc.d_head
     future = torch.triu(torch.ones(width, width, dtype=torch.bool), diagonal=1)
-    for layer in enc.layers.layers:
-        attn = layer.self_attn
-        heads = attn.num_heads
-        q, k, v = F.linear(layer.norm1(h), attn.in_proj_weight, attn.in_proj_bias).chunk(3, -1)
-        q, k, v = (t.reshape(batch, width, heads, d // heads).transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // heads)
+    # Rotary: the pair (i, i + d_head/2) at position p turns by p * base^(-2i/d_head).
+    angle = torch.arange(width)[:, None] * enc.rope_base ** (-torch.arange(0, d_head, 2) / d_head)
+
+    def rotated(t: torch.Tensor) -> torch.Tensor:
+        first, second = t[..., : d_head // 2], t[..., d_head // 2 :]
+        cos, sin = angle.cos(), angle.sin()
+        return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+    for block in enc.blocks:
+        q, k, v = block.attn.qkv(block.norm1(h)).chunk(3, -1)
+        q, k, v = (t.reshape(batch, width, heads, d_head).transpose(1, 2) for t in (q, k, v))
+        if enc.positions == "rotary":
+            q, k = rotated(q), rotated(k)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d_head)
         weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-        mixed = (weights @ v).transpose(1, 2).reshape(batch, width, d)
-        h = h + attn.out_proj(mixed)
-        h = h + layer.linear2(F.gelu(layer.linear1(layer.norm2(h))))
-    return enc.norm(h)
+        mixed = (weights @ v).transpose(1, 2).reshape(batch, width, heads * d_head)
+        h = h + block.attn.out(mixed)
+        first, act, second = block.mlp
+        h = h + second(act(first(block.norm2(h))))
+    return h if enc.norm is None else enc.norm(h)
 
 
 @pytest.mark.parametrize("token_input", [False, True])
@@ -47,6 +59,24 @@ def test_forward_matches_the_written_out_reference(token_input):
         torch.testing.assert_close(
             enc(x[:, :4]), reference_forward(enc, x[:, :4]), rtol=1e-5, atol=1e-5
         )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"d_head": 3, "activation": "relu"},  # 2 heads of 3 in a width of 16
+        {"d_head": 8, "num_heads": 1, "positions": "rotary"},
+        {"positions": "rotary", "final_norm": False, "activation": "relu"},
+        {"d_head": 6, "num_heads": 3, "final_norm": False},
+    ],
+)
+def test_options_match_the_written_out_reference(options):
+    torch.manual_seed(5)
+    args = {"input_dim": 4, "context_len": 7, "d_model": 16, "num_heads": 2, "num_layers": 3}
+    enc = CausalTransformerEncoder(**(args | options)).eval()
+    x = torch.randn(3, 7, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(enc(x), reference_forward(enc, x), rtol=1e-5, atol=1e-5)
 
 
 def test_a_single_position_attends_only_to_itself():

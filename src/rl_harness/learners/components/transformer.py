@@ -1,20 +1,115 @@
-"""Small causal (decoder-only) transformer over a fixed context window."""
+"""Small causal (decoder-only) transformer over a fixed context window.
+
+Pre-norm blocks, h += Attn(LN1 h); h += MLP(LN2 h), with the options the belief-geometry
+paper's transformer needs (Shai et al. 2024: d_model 64, 4 layers, 1 head of width 8, ReLU
+MLP of width 256, learned positions, a 10-token window):
+
+- `d_head`: each head's width, independent of d_model / num_heads (attention projects
+  d_model -> num_heads * d_head and back);
+- `activation`: the MLP's nonlinearity, "relu" or "gelu";
+- `positions`: "learned" (a (context_len, d_model) table added to the embeddings) or
+  "rotary" (queries and keys rotated by position inside every head; d_head must be even);
+- `final_norm`: a LayerNorm after the last block (True) or none (the last block's residual
+  is the output).
+
+The window is strict: position i attends to positions <= i of the window it is given and
+nothing else, so tokens outside the window cannot reach the output. Every depth of the
+residual stream is readable (`forward_residuals`): "embed", "block_1".."block_L" and
+"final_norm" (what `forward` returns; the last block's residual without a final norm).
+"""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rl_harness.learners.components._checks import positive_int
+
+MLP_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
+POSITIONS = ("learned", "rotary")
+
+
+def rotary_tables(
+    width: int, d_head: int, base: float, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, signed_sin), each (width, d_head): position p's angles p * base^(-2i / d_head)
+    for the pairs (i, i + d_head / 2), laid out for `rotate_pairs`."""
+    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32, device=device) / d_head)
+    angles = torch.outer(torch.arange(width, dtype=torch.float32, device=device), inv_freq)
+    cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
+    sin = torch.cat((-angles.sin(), angles.sin()), dim=-1)
+    return cos, sin
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x (..., P, d_head): the pair (i, i + d_head / 2) at position p
+    rotates by p's angle i, so q_p . k_r depends on p - r only."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
+
+
+class WindowAttention(nn.Module):
+    """Causal multi-head self-attention: (B, W, d_model) -> (B, W, d_model)."""
+
+    def __init__(self, d_model: int, num_heads: int, d_head: int, dropout: float) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.d_head = d_head
+        self.dropout = dropout
+        self.qkv = nn.Linear(d_model, 3 * num_heads * d_head)
+        self.out = nn.Linear(num_heads * d_head, d_model)
+
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None):
+        batch, width, _ = x.shape
+        q, k, v = (
+            t.view(batch, width, self.num_heads, self.d_head).transpose(1, 2)
+            for t in self.qkv(x).chunk(3, dim=-1)
+        )
+        if rotary is not None:
+            q, k = rotate_pairs(q, *rotary), rotate_pairs(k, *rotary)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
+        return self.out(y.transpose(1, 2).reshape(batch, width, self.num_heads * self.d_head))
+
+
+class WindowBlock(nn.Module):
+    """Pre-norm block: h + Attn(LN1 h), then h + W2 act(W1 LN2 h)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_head: int,
+        ff_dim: int,
+        activation: str,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = WindowAttention(d_model, num_heads, d_head, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, ff_dim), MLP_ACTIVATIONS[activation](), nn.Linear(ff_dim, d_model)
+        )
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self, h: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> torch.Tensor:
+        h = h + self.drop(self.attn(self.norm1(h), rotary))
+        return h + self.drop(self.mlp(self.norm2(h)))
 
 
 class CausalTransformerEncoder(nn.Module):
     """Pre-norm causal transformer: a window of W <= context_len positions -> (B, W, d_model).
 
     Inputs are either features (B, W, input_dim), projected linearly, or, with
-    `token_input=True`, integer token ids (B, W) in [0, input_dim), embedded.
-    Positions are learned. Position i attends to positions <= i only, so the
-    last position summarises the whole window.
+    `token_input=True`, integer token ids (B, W) in [0, input_dim), embedded. Position i
+    attends to positions <= i only, so the last position summarises the whole window.
+    Options (module docstring): d_head (default d_model / num_heads), activation ("gelu"),
+    positions ("learned"), final_norm (True), rope_base (10000, rotary only).
     """
 
     def __init__(
@@ -28,42 +123,59 @@ class CausalTransformerEncoder(nn.Module):
         ff_dim: int | None = None,
         dropout: float = 0.0,
         token_input: bool = False,
+        d_head: int | None = None,
+        activation: str = "gelu",
+        positions: str = "learned",
+        final_norm: bool = True,
+        rope_base: float = 10000.0,
     ) -> None:
         super().__init__()
         self.input_dim = positive_int("input_dim", input_dim)
         self.context_len = positive_int("context_len", context_len)
         self.d_model = positive_int("d_model", d_model)
-        positive_int("num_heads", num_heads)
-        positive_int("num_layers", num_layers)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.num_layers = positive_int("num_layers", num_layers)
         ff_dim = 4 * d_model if ff_dim is None else positive_int("ff_dim", ff_dim)
-        if d_model % num_heads != 0:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if d_head is None:
+            if d_model % num_heads != 0:
+                raise ValueError(
+                    f"d_model ({d_model}) must be divisible by num_heads ({num_heads}), "
+                    "or give d_head"
+                )
+            d_head = d_model // num_heads
+        self.d_head = positive_int("d_head", d_head)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if activation not in MLP_ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(MLP_ACTIVATIONS)}, got {activation!r}"
+            )
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {list(POSITIONS)}, got {positions!r}")
+        if positions == "rotary" and d_head % 2 != 0:
+            raise ValueError(f"d_head = {d_head} must be even for rotary positions (pairs rotate)")
+        if not rope_base > 1.0:
+            raise ValueError(f"rope_base must be > 1, got {rope_base!r}")
+        if not isinstance(final_norm, bool):
+            raise ValueError(f"final_norm must be true or false, got {final_norm!r}")
         self.token_input = token_input
+        self.positions = positions
+        self.rope_base = float(rope_base)
         self.embed: nn.Module = (
             nn.Embedding(input_dim, d_model) if token_input else nn.Linear(input_dim, d_model)
         )
-        self.position = nn.Parameter(torch.zeros(context_len, d_model))
-        nn.init.normal_(self.position, std=0.02)
-        layer = nn.TransformerEncoderLayer(
-            d_model,
-            num_heads,
-            dim_feedforward=ff_dim,
-            dropout=dropout,
-            activation="gelu",
-            batch_first=True,
-            norm_first=True,
+        self.position: nn.Parameter | None = None
+        if positions == "learned":
+            self.position = nn.Parameter(torch.zeros(context_len, d_model))
+            nn.init.normal_(self.position, std=0.02)
+        self.blocks = nn.ModuleList(
+            WindowBlock(d_model, num_heads, self.d_head, ff_dim, activation, dropout)
+            for _ in range(num_layers)
         )
-        # Nested tensors only apply to padding masks, which a fixed window never has.
-        self.layers = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(d_model)
-        mask = torch.triu(torch.full((context_len, context_len), float("-inf")), diagonal=1)
-        self.register_buffer("causal_mask", mask, persistent=False)
+        self.norm: nn.Module | None = nn.LayerNorm(d_model) if final_norm else None
         self.output_dim = d_model
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-position embeddings (B, W, d_model)."""
+    def _embed(self, x: torch.Tensor) -> torch.Tensor:
         if self.token_input:
             if x.dim() != 2 or x.is_floating_point():
                 raise ValueError(f"expected integer tokens (B, W), got {x.dtype} {tuple(x.shape)}")
@@ -75,10 +187,28 @@ class CausalTransformerEncoder(nn.Module):
         width = h.shape[1]
         if width > self.context_len:
             raise ValueError(f"window of {width} positions exceeds context_len {self.context_len}")
-        h = h + self.position[:width]
-        h = self.layers(h, mask=self.causal_mask[:width, :width], is_causal=True)
-        return self.norm(h)
+        return h if self.position is None else h + self.position[:width]
+
+    def forward_residuals(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The residual stream at every depth, each (B, W, d_model): "embed" (input to
+        block 1: embeddings plus learned positions), "block_1" ... "block_L" (after each
+        block, before the final norm) and "final_norm" (after it; what `forward` returns).
+        Without a final norm, "final_norm" is "block_L" itself."""
+        h = self._embed(x)
+        rotary = None
+        if self.positions == "rotary":
+            rotary = rotary_tables(h.shape[1], self.d_head, self.rope_base, h.device)
+        residuals = {"embed": h}
+        for index, block in enumerate(self.blocks):
+            h = block(h, rotary)
+            residuals[f"block_{index + 1}"] = h
+        residuals["final_norm"] = h if self.norm is None else self.norm(h)
+        return residuals
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-position outputs (B, W, d_model): the final normed residual stream."""
+        return self.forward_residuals(x)["final_norm"]
 
     def last_position(self, x: torch.Tensor) -> torch.Tensor:
-        """The last position's embedding (B, d_model)."""
+        """The last position's output (B, d_model)."""
         return self.forward(x)[:, -1]

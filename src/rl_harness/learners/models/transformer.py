@@ -8,28 +8,60 @@ import torch
 from ray.rllib.core.columns import Columns
 
 from rl_harness.learners.components import CausalTransformerEncoder
+from rl_harness.learners.components.transformer import MLP_ACTIVATIONS, POSITIONS
 from rl_harness.learners.models.base import ActorCriticRLModule
-from rl_harness.learners.models.model_config import config_float, config_int
+from rl_harness.learners.models.model_config import (
+    config_bool,
+    config_choice,
+    config_float,
+    config_int,
+)
 from rl_harness.learners.models.spaces import window_inputs, window_layout
 
 
 class TransformerActorCritic(ActorCriticRLModule):
     """Causal transformer over the window each observation carries; stateless.
 
-    The observation is the window (see `spaces.window_layout`): Box (W, D),
-    Box (W * D,) with "context_len" = W, or MultiDiscrete (W,) token ids.
-    model_config: "context_len" (optional check, required for flat Box),
-    "d_model" (64), "num_heads" (4), "num_layers" (2), "ff_dim" (4 * d_model),
-    "dropout" (0.0), plus the shared keys. `encode(batch)` returns the last
-    position's embedding, shape (B, d_model).
+    The observation is the window (see `spaces.window_layout`): Box (W, D), Box (W * D,)
+    with "context_len" = W, or MultiDiscrete (W,) token ids. The model reads the newest
+    "window" positions of it, oldest first, so its last position holds the newest step and
+    `encode(batch)` (that position's final normed residual, (B, d_model)) has seen the whole
+    window and nothing older.
+
+    model_config keys:
+      "context_len"    positions in the observation (optional check; required for a flat Box)
+      "window"         positions read: the newest `window` of them (default all W); the
+                       window is strict, older positions never reach the output
+      "newest_first"   the observation lists its positions newest first, as the HMM env's
+                       token window does (default False: oldest first); the model flips them
+      "d_model" (64), "num_heads" (4), "num_layers" (2), "ff_dim" (4 * d_model),
+      "d_head"         each head's width (default d_model / num_heads)
+      "mlp_activation" "gelu" (default) or "relu"
+      "positions"      "learned" (default) or "rotary"
+      "final_norm"     LayerNorm after the last block (default True)
+      "dropout" (0.0), plus the shared "head_hidden_sizes" and "activation" (the heads').
+
+    The belief-geometry paper's transformer (Shai et al. 2024) on the HMM env's 10-token
+    window: {"context_len": 10, "newest_first": True, "d_model": 64, "num_layers": 4,
+    "num_heads": 1, "d_head": 8, "ff_dim": 256, "mlp_activation": "relu",
+    "positions": "learned"}.
+
+    `encode_step_residuals(batch)` reads every depth of the residual stream at the last
+    position, like StatefulTransformerActorCritic's (state out: {}, the module is stateless).
     """
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
         "context_len",
+        "window",
+        "newest_first",
         "d_model",
         "num_heads",
         "num_layers",
         "ff_dim",
+        "d_head",
+        "mlp_activation",
+        "positions",
+        "final_norm",
         "dropout",
     )
 
@@ -38,22 +70,70 @@ class TransformerActorCritic(ActorCriticRLModule):
         if context_len is not None:
             context_len = config_int(config, "context_len")
         self.layout = window_layout(self.observation_space, context_len)
+        self.window = config_int(config, "window", self.layout.width)
+        if self.window > self.layout.width:
+            raise ValueError(
+                f"model_config['window'] = {self.window} exceeds the observation's window of "
+                f"{self.layout.width} positions"
+            )
+        self.newest_first = config_bool(config, "newest_first", False)
         d_model = config_int(config, "d_model", 64)
+        num_heads = config_int(config, "num_heads", 4)
+        d_head = config.get("d_head")
+        if d_head is None and d_model % num_heads != 0:
+            raise ValueError(
+                f"model_config['d_model'] ({d_model}) must be divisible by "
+                f"model_config['num_heads'] ({num_heads}), or set model_config['d_head']"
+            )
+        d_head = config_int(config, "d_head", d_model // num_heads)
+        positions = config_choice(config, "positions", "learned", POSITIONS)
+        if positions == "rotary" and d_head % 2 != 0:
+            raise ValueError(
+                f"model_config['positions'] = 'rotary' needs an even head width, got "
+                f"model_config['d_head'] = {d_head}"
+            )
         self.transformer = CausalTransformerEncoder(
             input_dim=self.layout.feature_dim,
-            context_len=self.layout.width,
+            context_len=self.window,
             d_model=d_model,
-            num_heads=config_int(config, "num_heads", 4),
+            num_heads=num_heads,
             num_layers=config_int(config, "num_layers", 2),
             ff_dim=config_int(config, "ff_dim", 4 * d_model),
             dropout=config_float(config, "dropout", 0.0, low=0.0, high=1.0),
             token_input=self.layout.tokens,
+            d_head=d_head,
+            activation=config_choice(config, "mlp_activation", "gelu", MLP_ACTIVATIONS),
+            positions=positions,
+            final_norm=config_bool(config, "final_norm", True),
         )
         return d_model
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.transformer.embed.weight, self.transformer.position]
+        position = self.transformer.position
+        return [self.transformer.embed.weight] + ([position] if position is not None else [])
+
+    def _window(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The model's input: the newest `window` positions, oldest first."""
+        x = window_inputs(batch[Columns.OBS], self.layout)
+        if self.newest_first:
+            x = x[:, : self.window].flip(1)
+        else:
+            x = x[:, x.shape[1] - self.window :]
+        return x
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
-        x = window_inputs(batch[Columns.OBS], self.layout)
-        return self.transformer.last_position(x), None
+        return self.transformer.last_position(self._window(batch)), None
+
+    def encode_step_residuals(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Every depth of the residual stream at the last (newest) position: (residuals, {}).
+
+        residuals maps "embed" (input to block 1), "block_1" ... "block_L" (after each
+        block, before the final norm) and "final_norm" (after it: exactly `encode`'s
+        representation, what the heads read; without a final norm, "block_L" itself) to
+        (B, d_model) tensors. The batch is the one `encode` takes (obs (B, *obs_shape)); the
+        state out is {} (stateless), the contract of the stateful transformer's method.
+        """
+        residuals = self.transformer.forward_residuals(self._window(batch))
+        return {name: r[:, -1] for name, r in residuals.items()}, {}
