@@ -16,6 +16,7 @@ from rl_harness.learners.models import (
     StatefulTransformerActorCritic,
     prev_action_env_to_module,
     prev_action_learner,
+    store_kv_steps,
 )
 from tests.learners.box_env import TargetTrackingEnv
 from tests.learners.ppo_setup import flat_params, tiny_ppo_config
@@ -166,7 +167,7 @@ def test_encoder_rejects_bad_inputs():
         enc(torch.randn(2, 3))
 
 
-def _recall_config(**training):
+def _recall_config(kv_steps: bool = False, **training):
     config = tiny_ppo_config(
         StatefulTransformerActorCritic,
         {"max_seq_len": 3, "context": 6, "d_model": 16, "num_heads": 2, "num_layers": 2},
@@ -175,16 +176,23 @@ def _recall_config(**training):
         learners={"learner_connector": prev_action_learner},
         **training,
     )
+    if kv_steps:  # per-step K/V in the episodes, chunk start caches rebuilt (kv_cache.py)
+        return store_kv_steps(config)
     return config.env_runners(env_to_module_connector=prev_action_env_to_module)
 
 
-def test_training_chunks_see_exactly_what_acting_saw():
+@pytest.mark.parametrize("kv_steps", [False, True], ids=["whole-cache-per-step", "kv-steps"])
+def test_training_chunks_see_exactly_what_acting_saw(kv_steps):
     # Real episodes from RLlib's env runner (fragments of 64 steps cut 8-step episodes
-    # mid-way; resets inside), turned into max_seq_len = 3 chunks by RLlib's learner
-    # connector from the STATE_OUT stored at each chunk start.
-    algo = _recall_config().build_algo()
+    # mid-way; resets inside), turned into max_seq_len = 3 chunks by the learner
+    # connector: from the STATE_OUT RLlib stored at each chunk start, or (kv_steps) from
+    # the cache rebuilt out of the stored per-step keys/values. The second sample's
+    # episodes include chunks cut at the end of the first.
+    algo = _recall_config(kv_steps).build_algo()
     try:
+        algo.env_runner.sample(num_timesteps=30, random_actions=False)
         episodes = algo.env_runner.sample(num_timesteps=64, random_actions=False)
+        assert any(episode.t_started > 0 for episode in episodes)
         learner = algo.learner_group._learner
         module = learner.module["default_policy"].unwrapped()
         batch = learner._learner_connector(
@@ -201,13 +209,18 @@ def test_training_chunks_see_exactly_what_acting_saw():
     torch.testing.assert_close(train_inputs[mask], acted[mask], atol=1e-5, rtol=0)
 
 
-def test_ppo_iteration_runs_on_box_actions():
+@pytest.mark.parametrize("kv_steps", [False, True], ids=["whole-cache-per-step", "kv-steps"])
+def test_ppo_iteration_runs_on_box_actions(kv_steps):
     config = tiny_ppo_config(
         StatefulTransformerActorCritic,
         {"max_seq_len": 4, "context": 4, "d_model": 16, "num_heads": 2, "num_layers": 1},
         env=TargetTrackingEnv,
         learners={"learner_connector": prev_action_learner},
-    ).env_runners(env_to_module_connector=prev_action_env_to_module)
+    )
+    if kv_steps:
+        store_kv_steps(config)
+    else:
+        config.env_runners(env_to_module_connector=prev_action_env_to_module)
     algo = config.build_algo()
     try:
         module = algo.learner_group._learner.module["default_policy"].unwrapped()

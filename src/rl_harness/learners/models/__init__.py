@@ -7,6 +7,11 @@ from rl_harness.learners.models.aux_heads import (
 )
 from rl_harness.learners.models.base import ActorCriticRLModule
 from rl_harness.learners.models.gru import GRUActorCritic
+from rl_harness.learners.models.kv_cache import (
+    KVCacheLearnerMixin,
+    KVCachePPOLearner,
+    store_kv_steps,
+)
 from rl_harness.learners.models.mlp import MLPActorCritic
 from rl_harness.learners.models.prev_action import (
     PREV_ACTIONS,
@@ -21,6 +26,8 @@ __all__ = [
     "PREV_ACTIONS",
     "ActorCriticRLModule",
     "GRUActorCritic",
+    "KVCacheLearnerMixin",
+    "KVCachePPOLearner",
     "MLPActorCritic",
     "NextTokenAuxHeadMixin",
     "PrevActionToBatch",
@@ -30,4 +37,5 @@ __all__ = [
     "build_aux_head",
     "prev_action_env_to_module",
     "prev_action_learner",
+    "store_kv_steps",
 ]

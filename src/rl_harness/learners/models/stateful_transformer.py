@@ -134,7 +134,19 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         return torch.cat((features, prev.reshape(*features.shape[:2], self.action_dim)), -1)
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return self.transformer(self._inputs(batch), batch.get(Columns.STATE_IN))
+        return self.transformer(self._inputs(batch), self._state_in(batch))
+
+    def _state_in(self, batch: dict[str, Any]) -> dict[str, torch.Tensor] | None:
+        state = batch.get(Columns.STATE_IN)
+        if state is not None and "k" not in state:
+            # RLlib's own state piece read the per-step K/V that KVStepsToEpisodes stores.
+            raise ValueError(
+                f"{type(self).__name__} got STATE_IN with keys {sorted(state)}, not the K/V "
+                "cache: the env runner stores per-step K/V but this pipeline lacks the piece "
+                "that rebuilds the cache; install all of it with "
+                "rl_harness.learners.models.store_kv_steps(config)"
+            )
+        return state
 
     def _step_inputs(self, batch: dict[str, Any]) -> torch.Tensor:
         """One step without a time dim -> the (B, 1, input_dim) token."""
@@ -147,9 +159,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         """One step without a time dim: obs (B, *obs_shape), `prev_actions` (B, A) if used,
         STATE_IN (or none: an empty cache) -> (representation (B, d_model), state out).
         """
-        representation, state = self.transformer(
-            self._step_inputs(batch), batch.get(Columns.STATE_IN)
-        )
+        representation, state = self.transformer(self._step_inputs(batch), self._state_in(batch))
         return representation[:, 0], state
 
     def encode_step_residuals(
@@ -162,6 +172,6 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         representation) to (B, d_model) tensors. Same inputs and state as `encode_step`.
         """
         residuals, state = self.transformer.forward_residuals(
-            self._step_inputs(batch), batch.get(Columns.STATE_IN)
+            self._step_inputs(batch), self._state_in(batch)
         )
         return {name: r[:, 0] for name, r in residuals.items()}, state

@@ -1,0 +1,189 @@
+"""Per-step K/V storage (learners.models.kv_cache): episodes hold each step's new key/value
+only, and the cache every training chunk starts from, rebuilt in the learner connector, is
+bit for bit the cache acting had at that step (through RLlib's own env runner, across
+episode resets and the cuts between sample() calls)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core.columns import Columns
+
+from rl_harness.learners.models import (
+    StatefulTransformerActorCritic,
+    prev_action_env_to_module,
+    prev_action_learner,
+)
+from rl_harness.learners.models.kv_cache import (
+    K_STEP,
+    KV_CACHE_START,
+    V_STEP,
+    KVCacheChunkStarts,
+    KVCachePPOLearner,
+    KVStepsToEpisodes,
+    chunk_start_caches,
+    store_kv_steps,
+)
+from tests.learners.ppo_setup import tiny_ppo_config
+from tests.learners.recall_env import RecallEnv
+
+# max_seq_len 3 < context - 1 = 5: a chunk's cache reaches back past the chunk before it,
+# and past the cut between two sample() calls into the chunk start cache.
+MODEL = {"max_seq_len": 3, "context": 6, "d_model": 16, "num_heads": 2, "num_layers": 2}
+
+
+def _config(**env_runners):
+    config = tiny_ppo_config(
+        StatefulTransformerActorCritic,
+        MODEL,
+        env=RecallEnv,
+        env_config={"vocab": 3, "episode_len": 8},
+        learners={"learner_connector": prev_action_learner},
+    )
+    config.env_runners(num_envs_per_env_runner=2, **env_runners)
+    return store_kv_steps(config)
+
+
+class RecordCaches(ConnectorV2):
+    """Module-to-env, before KVStepsToEpisodes: the whole cache acting carries into each
+    episode's next step, keyed by (episode id, the step it is read at)."""
+
+    def __init__(self, log: dict, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.log = log
+
+    def __call__(self, *, rl_module, batch, episodes, shared_data=None, **kwargs):
+        by_id = {episode.id_: episode for episode in episodes}
+        for (episode_id,), (state,) in batch[Columns.STATE_OUT].items():
+            if episode_id in by_id and by_id[episode_id].is_reset:
+                t = by_id[episode_id].t
+                self.log[(episode_id, t + 1)] = {k: np.array(v) for k, v in state.items()}
+        return batch
+
+
+def _learner_batch(algo, episodes):
+    learner = algo.learner_group._learner
+    return learner._learner_connector(
+        rl_module=learner.module, batch={}, episodes=episodes, shared_data={}
+    )["default_policy"]
+
+
+def test_rebuilt_chunk_start_caches_equal_the_caches_acting_had():
+    log: dict = {}
+    config = _config()
+    config.env_runners(
+        module_to_env_connector=lambda env, spaces: [RecordCaches(log), KVStepsToEpisodes()]
+    )
+    algo = config.build_algo()
+    try:
+        names = [type(p).__name__ for p in algo.learner_group._learner._learner_connector]
+        assert names.index("KVCacheChunkStarts") == names.index("AddTimeDimToBatchAndZeroPad") + 1
+        module = algo.learner_group._learner.module["default_policy"].unwrapped()
+        initial = module.get_initial_state()
+        checked, continued = 0, 0
+        for _ in range(3):  # 3 x 13 steps over 2 envs: cuts mid-episode, resets inside
+            episodes = algo.env_runner.sample(num_timesteps=13, random_actions=False)
+            chunks = [(e.id_, e.t_started, len(e)) for e in episodes]  # before PPO renames
+            state_in = _learner_batch(algo, episodes)[Columns.STATE_IN]
+            row = 0
+            for episode_id, t_started, length in chunks:
+                continued += t_started > 0
+                for start in range(0, length + 1, 3):  # + PPO's bootstrap step
+                    t = t_started + start
+                    acted = initial if t == 0 else log[(episode_id, t)]
+                    for key in ("k", "v", "n"):
+                        assert np.array_equal(state_in[key][row].numpy(), acted[key]), (key, t)
+                    row += 1
+                    checked += 1
+            assert row == len(state_in["n"])
+        assert continued >= 2 and checked >= 20
+    finally:
+        algo.stop()
+
+
+def test_episodes_hold_each_steps_new_keys_and_values_only():
+    algo = _config().build_algo()
+    try:
+        algo.env_runner.sample(num_timesteps=10, random_actions=False)
+        episodes = algo.env_runner.sample(num_timesteps=10, random_actions=False)
+    finally:
+        algo.stop()
+    for episode in episodes:
+        stored = episode.get_extra_model_outputs(Columns.STATE_OUT)
+        assert set(stored) == {K_STEP, V_STEP}
+        assert stored[K_STEP].shape == stored[V_STEP].shape == (len(episode), 2, 16)
+        if episode.t_started > 0:  # a cut chunk carries the cache it starts from, once
+            start = episode.custom_data[KV_CACHE_START]
+            assert start["t"] == episode.t_started and start["k"].shape == (2, 5, 16)
+    assert any(episode.t_started > 0 for episode in episodes)
+
+
+def test_chunk_start_caches_take_each_slot_from_the_right_step():
+    steps = np.arange(7, dtype=np.float32)[:, None, None] + 1.0  # step i stores i + 1
+    k = np.broadcast_to(steps, (7, 2, 3)).copy()
+    # Reset at step 0, context 4 (3 cached steps), chunks of 2: starts 0, 2, 4, 6.
+    fresh = chunk_start_caches(k, -k, None, t_started=0, max_seq_len=2, context=4)
+    assert fresh["n"].ravel().tolist() == [0, 2, 3, 3]
+    assert fresh["k"][:, 0, :, 0].tolist() == [[0, 0, 0], [0, 1, 2], [2, 3, 4], [4, 5, 6]]
+    assert np.array_equal(fresh["v"], -fresh["k"])
+    # A chunk cut at t=10: slots before step 0 come from the start cache (steps 7, 8, 9).
+    before = np.broadcast_to(np.array([-7.0, -8.0, -9.0])[None, :, None], (2, 3, 3)).copy()
+    start = {"k": before, "v": before, "n": np.array([3])}
+    cut = chunk_start_caches(k, k, start, t_started=10, max_seq_len=2, context=4)
+    assert cut["n"].ravel().tolist() == [3, 3, 3, 3]
+    assert cut["k"][:, 1, :, 2].tolist() == [[-7, -8, -9], [-9, 1, 2], [2, 3, 4], [4, 5, 6]]
+
+
+def test_a_learner_without_the_mixin_fails_instead_of_training_on_empty_caches():
+    # RLlib's own state piece meets the per-step K/V (its message names "k_step").
+    config = _config().learners(learner_class=PPOTorchLearner)
+    algo = config.build_algo()
+    try:
+        with pytest.raises(ValueError, match="k_step"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+def test_an_env_runner_with_rllibs_default_state_piece_fails_naming_store_kv_steps():
+    config = _config()
+    config.env_runners(
+        env_to_module_connector=prev_action_env_to_module,
+        add_default_connectors_to_env_to_module_pipeline=True,
+    )
+    with pytest.raises(ValueError, match="store_kv_steps"):
+        algo = config.build_algo()
+        try:
+            algo.env_runner.sample(num_timesteps=4, random_actions=False)
+        finally:
+            algo.stop()
+
+
+def test_store_kv_steps_wants_the_mixin_in_a_custom_learner():
+    class MyLearner(PPOTorchLearner):
+        pass
+
+    config = tiny_ppo_config(StatefulTransformerActorCritic, MODEL, env=RecallEnv)
+    with pytest.raises(ValueError, match=r"class MyLearner\(KVCacheLearnerMixin, MyLearner\)"):
+        store_kv_steps(config.learners(learner_class=MyLearner))
+    config = tiny_ppo_config(StatefulTransformerActorCritic, MODEL, env=RecallEnv)
+    assert store_kv_steps(config).learner_class is KVCachePPOLearner
+    assert issubclass(KVCachePPOLearner, PPOTorchLearner)
+    assert KVCacheChunkStarts.__module__ == KVCachePPOLearner.__module__
+
+
+def test_acting_reads_one_step_of_attention_with_the_whole_cache():
+    # The env runner's module input: one step (T=1) and the whole cache, (B, L, C-1, D).
+    algo = _config().build_algo()
+    try:
+        runner = algo.env_runner
+        runner.sample(num_timesteps=6, random_actions=False)
+        to_module = runner._cached_to_module
+    finally:
+        algo.stop()
+    assert to_module[Columns.OBS].shape == (2, 1, 4)
+    assert to_module[Columns.STATE_IN]["k"].shape == (2, 2, 5, 16)
+    assert isinstance(to_module[Columns.STATE_IN]["k"], torch.Tensor)
