@@ -8,13 +8,23 @@ from rl_harness.losses.aux_mixins import (
 )
 from rl_harness.losses.classification import masked_accuracy, masked_cross_entropy
 from rl_harness.losses.info_targets import InfoTargetsToBatch
+from rl_harness.losses.supervised import (
+    NEXT_TOKEN_TARGETS,
+    SUPERVISED_NEXT_TOKEN,
+    SupervisedNextTokenLossMixin,
+    next_token_loss,
+)
 
 __all__ = [
+    "NEXT_TOKEN_TARGETS",
+    "SUPERVISED_NEXT_TOKEN",
     "InfoTargetsToBatch",
     "NextTokenAuxLossMixin",
     "StateAuxLossMixin",
+    "SupervisedNextTokenLossMixin",
     "add_aux_classification_loss",
     "aux_weight",
     "masked_accuracy",
     "masked_cross_entropy",
+    "next_token_loss",
 ]
