@@ -81,7 +81,7 @@ def _q(tables, values: np.ndarray) -> np.ndarray:
     return expected + (coef * values[index]).sum(-1)
 
 
-def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, progress):
+def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, max_sweeps, progress):
     grid = SimplexGrid(per_edge)
     lattice = action_lattice(problem.w_max, per_axis)
     spacing = 2 * problem.w_max / (per_axis - 1)
@@ -89,8 +89,9 @@ def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, progres
     values = np.zeros(len(grid))
     extra = extra_tables = None  # the polished action of each grid point, once there is one
     sweeps = 0
+    converged = True  # every round's iteration reached `tolerance`, every polish converged
     for round_ in range(polish_rounds + 1):
-        for _ in range(10_000):
+        for sweep in range(1, max_sweeps + 1):
             q = _q(tables, values)
             greedy = lattice[q.argmax(axis=1)]
             best = q.max(axis=1)
@@ -103,6 +104,9 @@ def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, progres
             sweeps += 1
             if change.max() - change.min() < tolerance:
                 break
+            if sweep == max_sweeps:
+                converged = False
+        residual = float(change.max() - change.min())  # span of the last Bellman change
         rho = 0.5 * (change.max() + change.min())
         if progress:
             print(
@@ -116,12 +120,15 @@ def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, progres
         def objective(candidates: np.ndarray, values: np.ndarray = values) -> np.ndarray:
             return _q(_successors(problem, grid, grid.points, candidates, delay), values)
 
-        extra, _ = polish(objective, greedy, problem.w_max, spacing / 2, tolerance=1e-6)
+        extra, _, polished = polish(objective, greedy, problem.w_max, spacing / 2, 1e-6)
+        converged = converged and polished
         extra_tables = _successors(problem, grid, grid.points, extra[:, None], delay)
     return float(rho), {
         "per_edge": np.array(per_edge),
         "actions": greedy,
-        "sweeps": np.array(sweeps),
+        "converged": np.array(converged),
+        "iterations": np.array(sweeps),
+        "residual": np.array(residual),
     }
 
 
@@ -133,15 +140,21 @@ def solve_belief_vi(
     per_axis: int = 33,
     tolerance: float = 1e-9,
     polish_rounds: int = 2,
+    max_sweeps: int = 10_000,
     cache: bool | str | Path = True,
     progress: bool = False,
 ) -> Solution:
     """Average reward per step of the belief MDP at `delay` (0 or 1) and its `BeliefPolicy`.
 
-    per_edge: simplex grid intervals per edge; per_axis: action lattice points per axis.
+    per_edge: simplex grid intervals per edge; per_axis: action lattice points per axis;
+    max_sweeps caps each round's value-iteration sweeps. `converged`: every round's sweeps
+    reached `tolerance` (the span of the Bellman change, reported as `residual`) and every
+    polish converged; `iterations`: the sweeps of all rounds.
     """
     if delay not in (0, 1):
         raise ValueError(f"belief_vi solves delay 0 or 1, got {delay}")
+    if max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
     settings = {
         "solver": "belief_vi",
         "problem": problem.settings(),
@@ -150,10 +163,15 @@ def solve_belief_vi(
         "per_axis": per_axis,
         "tolerance": tolerance,
         "polish_rounds": polish_rounds,
+        "max_sweeps": max_sweeps,
     }
     value, arrays = cached(
         resolve_cache(cache),
         settings,
-        lambda: _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, progress),
+        lambda: _solve(
+            problem, delay, per_edge, per_axis, tolerance, polish_rounds, max_sweeps, progress
+        ),
     )
-    return Solution("belief_vi", value, BeliefPolicy.from_arrays(arrays), settings)
+    return Solution.from_arrays(
+        "belief_vi", value, BeliefPolicy.from_arrays(arrays), settings, arrays
+    )

@@ -1,8 +1,11 @@
-"""On-disk cache of solver results, keyed by the problem and the solver's settings.
+"""On-disk cache of solver results, keyed by the problem, the solver's settings and
+SOLVER_VERSION.
 
 Location: $RL_HARNESS_SOLVER_CACHE if set, else $XDG_CACHE_HOME/rl_harness/mess3_solvers
 (XDG_CACHE_HOME defaults to ~/.cache). One .npz per result, named by the sha256 of its
 canonical JSON key; written to a temporary file and renamed, so readers never see half a file.
+Only converged results are stored: an unconverged one (arrays["converged"] false) is returned
+with one SolverConvergenceWarning (`warnings`) and computed afresh next time.
 """
 
 from __future__ import annotations
@@ -11,15 +14,19 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rl_harness.envs.mess3.solvers.solution import SolverConvergenceWarning
+
 CACHE_ENV = "RL_HARNESS_SOLVER_CACHE"
-# Bump when a solver's algorithm changes what it returns, so old entries are not reused.
-CACHE_VERSION = 1
+# Part of every key: bump it when a solver's algorithm changes what it returns, so a fixed
+# solver never serves a value cached by an older one. 2: global window scan, convergence flags.
+SOLVER_VERSION = 2
 
 
 def default_cache_dir() -> Path:
@@ -43,10 +50,11 @@ def cached(
     key: dict[str, Any],
     compute: Callable[[], tuple[float, dict[str, np.ndarray]]],
 ) -> tuple[float, dict[str, np.ndarray]]:
-    """(value, arrays) for `key`, from `directory` when present, else computed and stored."""
+    """(value, arrays) for `key`, from `directory` when present, else computed (and stored
+    when converged). `compute` returns arrays holding "converged", "iterations", "residual"."""
+    text = json.dumps({"version": SOLVER_VERSION, **key}, sort_keys=True)
     if directory is None:
-        return compute()
-    text = json.dumps({"version": CACHE_VERSION, **key}, sort_keys=True)
+        return _checked(compute(), text)
     path = directory / f"{key['solver']}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.npz"
     if path.exists():
         with np.load(path) as stored:
@@ -55,7 +63,9 @@ def cached(
                 value = float(arrays.pop("value"))
                 arrays.pop("key")
                 return value, arrays
-    value, arrays = compute()
+    value, arrays = _checked(compute(), text)
+    if not bool(arrays["converged"]):
+        return value, arrays
     directory.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.tmp")
     try:
@@ -65,4 +75,20 @@ def cached(
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return value, arrays
+
+
+def _checked(
+    result: tuple[float, dict[str, np.ndarray]], key: str
+) -> tuple[float, dict[str, np.ndarray]]:
+    """The result, after one warning line when it did not converge."""
+    value, arrays = result
+    if not bool(arrays["converged"]):
+        warnings.warn(
+            f"solver stopped at its iteration cap without converging (value {value:.6f}, "
+            f"iterations {int(arrays['iterations'])}, residual {float(arrays['residual']):.3g});"
+            f" not cached: {key}",
+            SolverConvergenceWarning,
+            stacklevel=3,
+        )
     return value, arrays

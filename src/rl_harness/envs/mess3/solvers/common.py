@@ -28,12 +28,13 @@ def polish(
     step: float,
     tolerance: float = 1e-7,
     max_rounds: int = 200,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Maximize B independent objectives over the box by a compass search from `start`.
 
     objective: actions (B, C, 2) -> values (B, C). Each problem moves to its best of 8
     neighbours at distance `step` while that improves, else halves its step, until every
-    step is below `tolerance`. Returns the actions (B, 2) and their values (B,).
+    step is below `tolerance`. Returns the actions (B, 2), their values (B,) and whether
+    every step got below `tolerance` within `max_rounds` (converged).
     """
     current = np.clip(np.asarray(start, dtype=np.float64), -w_max, w_max)
     value = objective(current[:, None])[:, 0]
@@ -52,7 +53,7 @@ def polish(
         current = np.where(better[:, None], candidates[np.arange(len(current)), best], current)
         value = np.where(better, best_value, value)
         steps = np.where(better | ~active, steps, steps / 2)
-    return current, value
+    return current, value, bool((steps < tolerance).all())
 
 
 def stationary(transitions: np.ndarray) -> np.ndarray:
@@ -64,11 +65,6 @@ def stationary(transitions: np.ndarray) -> np.ndarray:
     target[..., -1] = 1.0
     law = np.linalg.solve(system, target[..., None])[..., 0]
     return np.clip(law, 0.0, None) / np.clip(law, 0.0, None).sum(-1, keepdims=True)
-
-
-def average_reward(transitions: np.ndarray, rewards: np.ndarray) -> np.ndarray:
-    """Long-run average reward per step of chains (..., S, S) paying rewards (..., S)."""
-    return (stationary(transitions) * rewards).sum(-1)
 
 
 def differential_values(

@@ -28,35 +28,64 @@ def _state_q(problem: OccupancyProblem, h: np.ndarray):
     return objective
 
 
-def _solve(problem: OccupancyProblem, per_axis: int) -> tuple[float, dict[str, np.ndarray]]:
+def _solve(
+    problem: OccupancyProblem, per_axis: int, max_iterations: int
+) -> tuple[float, dict[str, np.ndarray]]:
     lattice = action_lattice(problem.w_max, per_axis)
     tilted, reward = problem.step_terms(lattice)  # (A, 3, 3), (A, 3)
     h = np.zeros(3)
-    for _ in range(100_000):  # relative value iteration on the lattice
+    lattice_converged = False
+    for _ in range(100_000):  # relative value iteration on the lattice: the first policy
         q = reward + tilted @ h  # (A, 3)
         new = q.max(axis=0)
         change = new - h
         h = new - new[0]
         if change.max() - change.min() < 1e-12:
+            lattice_converged = True
             break
     actions = lattice[q.argmax(axis=0)]
     spacing = 2 * problem.w_max / (per_axis - 1)
-    rho = -np.inf
-    for _ in range(100):  # policy iteration with a continuous improvement step
+    rho, best, gain = -np.inf, actions, np.inf
+    polished = converged = False
+    for iteration in range(1, max_iterations + 2):  # policy iteration, continuous improvement
         chain_tilt, chain_reward = problem.step_terms(actions)
         chain = chain_tilt[_STATES, _STATES]
         new_rho, _, h = differential_values(chain, chain_reward[_STATES, _STATES])
-        if new_rho <= rho + 1e-14:
+        gain = new_rho - rho
+        if gain <= 1e-14:  # no improvement: `best` is a fixed point of the polished step
+            converged = polished
             break
-        rho = new_rho
-        actions, _ = polish(_state_q(problem, h), actions, problem.w_max, spacing / 2, 1e-9)
-    return rho, {"actions": actions}
+        rho, best = new_rho, actions
+        if iteration > max_iterations:  # the cap: this last evaluation only measures the gain
+            break
+        actions, _, polished = polish(
+            _state_q(problem, h), actions, problem.w_max, spacing / 2, 1e-9
+        )
+    return rho, {
+        "actions": best,
+        "converged": np.array(converged and lattice_converged),
+        "iterations": np.array(iteration),
+        "residual": np.array(max(gain, 0.0)),
+    }
 
 
 def solve_oracle(
-    problem: OccupancyProblem, *, per_axis: int = 81, cache: bool | str | Path = True
+    problem: OccupancyProblem,
+    *,
+    per_axis: int = 81,
+    max_iterations: int = 100,
+    cache: bool | str | Path = True,
 ) -> Solution:
-    """Best average reward per step when the hidden state is known, and its `StatePolicy`."""
+    """Best average reward per step when the hidden state is known, and its `StatePolicy`.
+
+    max_iterations caps the policy-iteration steps; `converged` says the last step gained
+    nothing (residual: the average-reward gain of the last step) and every polish converged.
+    """
+    if max_iterations < 1:
+        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
     settings = {"solver": "oracle", "problem": problem.settings(), "per_axis": per_axis}
-    value, arrays = cached(resolve_cache(cache), settings, lambda: _solve(problem, per_axis))
-    return Solution("oracle", value, StatePolicy.from_arrays(arrays), settings)
+    settings["max_iterations"] = max_iterations
+    value, arrays = cached(
+        resolve_cache(cache), settings, lambda: _solve(problem, per_axis, max_iterations)
+    )
+    return Solution.from_arrays("oracle", value, StatePolicy.from_arrays(arrays), settings, arrays)

@@ -7,7 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from rl_harness.envs.mess3.control import row_kl, tilted_transitions
+from rl_harness.envs.mess3.control import (
+    DISPLACEMENT,
+    row_kl,
+    tilt_parameters,
+    tilted_transitions,
+)
 from rl_harness.envs.mess3.model import (
     CONTROL_CHAIN_TRANSITION,
     control_chain_model,
@@ -62,6 +67,29 @@ class OccupancyProblem:
         if self.action_cost:
             reward -= self.action_cost * np.sqrt((actions * actions).sum(-1))[..., None]
         return tilted, reward
+
+    def step_gradients(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Derivatives of `step_terms` in the action, for actions (..., 2): dU (..., 2, 3, 3)
+        and d reward (..., 2, 3), axis -3 / -2 the action component.
+
+        With theta = (0, a0, a1) and M_m[i, j] = 1[d(i, j) = m + 1] (which moves a_m tilts):
+        dU(j | i)/da_m = U(j | i) (M_m[i, j] - sum_j' U(j' | i) M_m[i, j']), and since
+        log(U / B) = theta_d - log Z, dKL_i/da_m = sum_j dU(j | i)/da_m theta[d(i, j)].
+        The action cost's |a| gets its gradient a / |a| (0 at a = 0).
+        """
+        actions = np.asarray(actions, dtype=np.float64)
+        tilted = tilted_transitions(self.base, actions)[..., None, :, :]  # (..., 1, 3, 3)
+        moves = (DISPLACEMENT[None] == np.array([1, 2])[:, None, None]).astype(np.float64)
+        d_tilted = tilted * (moves - (tilted * moves).sum(-1, keepdims=True))  # (..., 2, 3, 3)
+        d_reward = np.zeros(d_tilted.shape[:-1])
+        if self.beta is not None:
+            theta = tilt_parameters(actions)[..., DISPLACEMENT][..., None, :, :]
+            d_reward -= (d_tilted * theta).sum(-1) / self.beta
+        if self.action_cost:
+            norm = np.sqrt((actions * actions).sum(-1, keepdims=True))
+            unit = actions / np.where(norm > 0, norm, 1.0)
+            d_reward -= self.action_cost * unit[..., None]
+        return d_tilted, d_reward
 
     def env_config(self, delay: int, **overrides: Any) -> dict[str, Any]:
         """The env_config of this problem at observation delay `delay` (plus overrides)."""
