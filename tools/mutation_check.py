@@ -377,6 +377,21 @@ MUTATIONS = [
         ("tests/harness/test_tune_best_checkpoint_min.py",),
         'with checkpoint_score_order="min", num_to_keep would keep the highest-scoring ones',
     ),
+    Mutation(
+        "occupancy-action-cost-norm",
+        "envs/mess3/solvers/problem.py",
+        (
+            (
+                "self.action_cost * np.sqrt((actions * actions).sum(-1))[..., None]",
+                "self.action_cost * np.abs(actions).sum(-1)[..., None]",
+            ),
+        ),
+        (
+            "tests/envs/test_solver_action_cost.py::"
+            "test_solver_step_reward_is_the_env_reward_on_the_same_actions",
+        ),
+        "with action_cost > 0 the solvers would pay an L1 norm, the env the Euclidean one",
+    ),
 ]
 
 
