@@ -378,6 +378,18 @@ MUTATIONS = [
         'with checkpoint_score_order="min", num_to_keep would keep the highest-scoring ones',
     ),
     Mutation(
+        "run-id-prefix-over-exact",
+        "harness/runtools/records.py",
+        (
+            (
+                "matches = [f for f in folders if f.name == text] or [",
+                "matches = [f for f in folders if f.name.startswith(text)] or [",
+            ),
+        ),
+        ("tests/tools/test_run_id_prefix.py",),
+        "`show run-1` would be ambiguous (or wrong) once a run-10 exists",
+    ),
+    Mutation(
         "occupancy-action-cost-norm",
         "envs/mess3/solvers/problem.py",
         (
