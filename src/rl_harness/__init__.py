@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rl_harness.harness.atomic import write_json_atomic as write_json
+    from rl_harness.harness.checkpointing import CheckpointSchedule
+    from rl_harness.harness.console import configure_logging
     from rl_harness.harness.context import RunContext, make_context
     from rl_harness.harness.hardware import HardwarePlan, apply_hardware
     from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
@@ -27,15 +29,21 @@ _EXPORTS = {
     "run_tune": ("rl_harness.harness.runners", "run_tune"),
     "RunResult": ("rl_harness.harness.runners", "RunResult"),
     "TuneRunResult": ("rl_harness.harness.runners", "TuneRunResult"),
+    # When runners save checkpoints: step 0, every N iterations, log-spaced.
+    "CheckpointSchedule": ("rl_harness.harness.checkpointing", "CheckpointSchedule"),
+    # Show the library's log lines (progress, status) in a notebook or script.
+    "configure_logging": ("rl_harness.harness.console", "configure_logging"),
     # Pretty, key-sorted JSON written atomically (a reader never sees half a file).
     "write_json": ("rl_harness.harness.atomic", "write_json_atomic"),
 }
 __all__ = [
+    "CheckpointSchedule",
     "HardwarePlan",
     "RunContext",
     "RunResult",
     "TuneRunResult",
     "apply_hardware",
+    "configure_logging",
     "make_context",
     "run_algorithm",
     "run_tune",

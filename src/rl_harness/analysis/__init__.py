@@ -1,6 +1,7 @@
 """Analysis of finished runs: records, checkpoints, rollouts, probes and plots.
 
-    RunArtifacts.open(results_dir)                  manifest, metrics, summary, checkpoints
+    RunArtifacts.open(results_dir)                  manifest, config, metrics, summary, status
+    run_checkpoints(run)                            checkpoints with iteration and env steps
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
@@ -19,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rl_harness.analysis.checkpoints import (
         DEFAULT_MODULE_ID,
+        RunCheckpoint,
         load_algorithm,
         load_module,
         module_checkpoint_dir,
         module_ids,
+        run_checkpoints,
     )
     from rl_harness.analysis.plots import (
         barycentric_xy,
@@ -62,6 +65,8 @@ _EXPORTS = {
     "load_module": "rl_harness.analysis.checkpoints",
     "module_checkpoint_dir": "rl_harness.analysis.checkpoints",
     "module_ids": "rl_harness.analysis.checkpoints",
+    "RunCheckpoint": "rl_harness.analysis.checkpoints",
+    "run_checkpoints": "rl_harness.analysis.checkpoints",
     "ModuleStepper": "rl_harness.analysis.rollouts",
     "Rollouts": "rl_harness.analysis.rollouts",
     "collect_rollouts": "rl_harness.analysis.rollouts",
@@ -95,6 +100,7 @@ __all__ = [
     "ProbeReport",
     "Rollouts",
     "RunArtifacts",
+    "RunCheckpoint",
     "WithinBranchReport",
     "barycentric_xy",
     "branch_ids",
@@ -113,6 +119,7 @@ __all__ = [
     "plot_learning_curve",
     "random_actions",
     "rllib_action_transform",
+    "run_checkpoints",
     "simplex_scatter",
 ]
 

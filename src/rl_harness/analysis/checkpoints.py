@@ -12,14 +12,20 @@ building env runners, learners or Ray: the cheap path for analysis.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rl_harness.harness.locations import is_uri
+from rl_harness.harness.metrics import read_metrics
+from rl_harness.harness.names import CHECKPOINT_LOG_NAME
 from rl_harness.harness.runners import resolve_checkpoint
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from rl_harness.analysis.run_artifacts import RunArtifacts
 
 DEFAULT_MODULE_ID = "default_policy"  # ray.rllib.core.DEFAULT_MODULE_ID
 MODULE_SUBDIR = Path("learner_group") / "learner" / "rl_module"
@@ -69,3 +75,87 @@ def load_algorithm(checkpoint: Path) -> Algorithm:
     from ray.rllib.algorithms.algorithm import Algorithm
 
     return Algorithm.from_checkpoint(str(resolve_checkpoint(checkpoint)))
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """One saved checkpoint of a run: when (iteration, lifetime env steps) and where."""
+
+    iteration: int
+    env_steps: int | None
+    path: Path | str  # absolute local path, or the URI of one Tune stored on a bucket
+    reasons: tuple[str, ...] = ()  # start, every, log, final, interrupt (the schedule's)
+    trial_id: str | None = None  # Tune runs: the trial
+    seed: int | None = None
+
+
+def run_checkpoints(
+    run: RunArtifacts | Path | str, trial: str | int | None = None
+) -> list[RunCheckpoint]:
+    """The checkpoints of a run that still exist, oldest first (by iteration).
+
+    `run`: a `RunArtifacts` or a results/<run-id> folder. Read from the run's
+    checkpoints.jsonl (paths relative to artifacts/<run-id>/ resolve where the run's
+    artifacts are now, e.g. after a copy); a run recorded before that file existed falls
+    back to its `iter_*` folders, with env steps from metrics.jsonl. For a Tune run,
+    `trial` (id, id prefix or seed) keeps one trial's. Feed `(c.env_steps, c.path)` pairs to
+    a probe to follow a representation over training.
+    """
+    from rl_harness.analysis.run_artifacts import RunArtifacts
+
+    if not isinstance(run, RunArtifacts):
+        run = RunArtifacts.open(Path(run))
+    wanted = run.trial(trial).trial_id if trial is not None else None
+    log = run.results_dir / CHECKPOINT_LOG_NAME
+    if not log.is_file():
+        return _from_folders(run) if wanted is None else []
+    found: dict[tuple[str | None, str], RunCheckpoint] = {}
+    for row in read_metrics(log):
+        trial_id = row.get("trial_id")
+        if wanted is not None and trial_id != wanted:
+            continue
+        path = _resolved(str(row.get("path") or ""), run.artifacts_dir)
+        if path is None:
+            continue
+        seed = row.get("seed")
+        steps = row.get("env_steps")
+        found[(trial_id, str(path))] = RunCheckpoint(  # a path saved twice: the last row
+            iteration=int(row.get("iteration") or 0),
+            env_steps=int(steps) if isinstance(steps, int | float) else None,
+            path=path,
+            reasons=tuple(row.get("reasons") or ()),
+            trial_id=trial_id,
+            seed=int(seed) if isinstance(seed, int) else None,
+        )
+    return sorted(found.values(), key=lambda c: (c.iteration, c.trial_id or ""))
+
+
+def _resolved(recorded: str, artifacts_dir: Path | None) -> Path | str | None:
+    """A recorded checkpoint path as it is now: a URI as is, a relative path under the
+    run's artifacts folder; None when the checkpoint is gone (Tune's num_to_keep)."""
+    if not recorded:
+        return None
+    if is_uri(recorded):
+        return recorded
+    path = Path(recorded)
+    if not path.is_absolute():
+        if artifacts_dir is None:
+            return None
+        path = artifacts_dir / path
+    return path if (path / "rllib_checkpoint.json").is_file() else None
+
+
+def _from_folders(run: RunArtifacts) -> list[RunCheckpoint]:
+    """A run recorded before checkpoints.jsonl: its iter_* folders, env steps from metrics."""
+    steps = {
+        row.get("training_iteration"): row.get("num_env_steps_sampled_lifetime")
+        for row in run.metrics()
+    }
+    found = []
+    for path in run.checkpoints():
+        iteration = int(path.name.removeprefix("iter_"))
+        count = 0 if iteration == 0 else steps.get(iteration)
+        found.append(
+            RunCheckpoint(iteration, int(count) if isinstance(count, int | float) else None, path)
+        )
+    return found

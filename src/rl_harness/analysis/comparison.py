@@ -2,7 +2,8 @@
 
     comparison = compare_runs([study_dir], metrics=None)       # library use (a synthesis leaf)
     write_comparison(comparison, out_dir)                        # comparison.md/.json/.png
-    rl-harness compare PATH... [--metric KEY]... [--json] [--out DIR] [--allow-mixed]
+    rl-harness compare PATH... [--metric KEY]... [--group-by KEY]... [--where KEY=VALUE]...
+                       [--json] [--out DIR] [--allow-mixed]
 
 Every completed run (run_manifest.json status "completed") at or under the paths counts; a
 Tune run counts once per trial (its seed), with that trial's final metrics. A run's arm is its
@@ -19,8 +20,14 @@ Defaults: return_per_step and every pooled R² in probe_metrics.json ("r2_pooled
 depth). Across runs: mean and a 95% Student-t interval (none for a single run); runs
 without the metric are counted per metric.
 
-Runs from different library commits are refused (their numbers may not be comparable)
-unless `allow_mixed`; the error names the runs of each commit.
+Config keys (dotted keys of config.json, e.g. "lr", "env_config.episode_length",
+"module.model_config.hidden_size"; a Tune trial's own config): `group_by` splits each arm by
+the values of the keys ("study/a [lr=0.001]"), `where` keeps only the runs whose config has
+the given values (`--where lr=0.001`: compared as JSON values, else as text).
+
+Runs that are not completed are left out (a note counts them by status: failed, interrupted,
+crashed, still running). Runs from different library commits are refused (their numbers may
+not be comparable) unless `allow_mixed`; the error names the runs of each commit.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
+from rl_harness.harness.configrecord import config_lookup
 from rl_harness.harness.metrics import flatten
 from rl_harness.harness.runtools.records import RunRecord, find_runs
 
@@ -58,6 +66,7 @@ class RunEntry:
     library_commit: str | None
     values: dict[str, float | None]
     path: str
+    config: dict[str, Any] = field(default_factory=dict)  # the group_by keys' config values
 
 
 @dataclass(frozen=True)
@@ -168,27 +177,74 @@ def default_metrics(records: Sequence[RunRecord]) -> list[str]:
     return keys
 
 
-def _entries(record: RunRecord, metrics: Sequence[str]) -> tuple[list[RunEntry], set[str]]:
-    """One entry per run, or per trial of a Tune run; and the metrics it knows."""
+def parse_where(items: Sequence[str]) -> dict[str, str]:
+    """`KEY=VALUE` texts -> {KEY: VALUE}; ComparisonError for one without `=`."""
+    where = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ComparisonError(f"--where takes KEY=VALUE (a config.json key), got {item!r}")
+        where[key] = value
+    return where
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    """A config value against a wanted one: equal as JSON values, else as text."""
+    if not isinstance(wanted, str):
+        return value == wanted
+    try:
+        parsed = json.loads(wanted)
+    except json.JSONDecodeError:
+        parsed = wanted
+    return value == parsed or str(value) == wanted
+
+
+def _label(value: Any) -> str:
+    return "-" if value is None else json.dumps(value) if not isinstance(value, str) else value
+
+
+def _entries(
+    record: RunRecord,
+    metrics: Sequence[str],
+    group_by: Sequence[str] = (),
+    where: Mapping[str, Any] | None = None,
+) -> tuple[list[RunEntry], set[str], int]:
+    """One entry per run, or per trial of a Tune run; the metrics it knows; how many units
+    `where` left out."""
     reader = _RunReader(record)
     arm, commit = _arm(record), record.section("library").get("commit")
     summary = record.summary or {}
-    units: list[tuple[str, int | None, Mapping[str, Any]]] = []
+    units: list[tuple[str, int | None, Mapping[str, Any], Any]] = []
     if summary.get("runner") == "tune" and summary.get("trials"):
         for trial in summary["trials"]:
             final = trial.get("final_metrics") or {}
-            units.append((f"{record.run_id}/{trial.get('trial_id')}", trial.get("seed"), final))
+            trial_config = trial.get("config") or record.config
+            unit = f"{record.run_id}/{trial.get('trial_id')}"
+            units.append((unit, trial.get("seed"), final, trial_config))
     else:
-        units.append((record.run_id, record.manifest.get("seed"), record.final_metrics))
-    entries, known = [], set()
-    for run_id, seed, final in units:
+        units.append((record.run_id, record.manifest.get("seed"), record.final_metrics, None))
+    entries, known, dropped = [], set(), 0
+    for run_id, seed, final, unit_config in units:
+        config = unit_config if unit_config is not None else record.config
+        if where and not all(
+            found and _matches(value, wanted)
+            for found, value, wanted in (
+                (*config_lookup(config, key), wanted) for key, wanted in where.items()
+            )
+        ):
+            dropped += 1
+            continue
+        grouped = {key: config_lookup(config, key)[1] for key in group_by}
+        label = arm
+        if grouped:
+            label += " [" + ", ".join(f"{k}={_label(v)}" for k, v in grouped.items()) + "]"
         values: dict[str, float | None] = {}
         for key in metrics:
             found, number = reader.value(key, final)
             known.update([key] if found else [])
             values[key] = number
-        entries.append(RunEntry(arm, run_id, seed, commit, values, str(record.path)))
-    return entries, known
+        entries.append(RunEntry(label, run_id, seed, commit, values, str(record.path), grouped))
+    return entries, known, dropped
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> MetricSummary:
@@ -206,13 +262,25 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Me
     return MetricSummary(n, mean, mean - half, mean + half, list(values))
 
 
+def _status_counts(records: Sequence[RunRecord]) -> str:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+
+
 def compare_runs(
     paths: Sequence[Path | str],
     metrics: Sequence[str] | None = None,
     *,
     allow_mixed: bool = False,
+    group_by: Sequence[str] = (),
+    where: Mapping[str, Any] | None = None,
 ) -> Comparison:
-    """Compare the completed runs at or under `paths` (run folders or study folders)."""
+    """Compare the completed runs at or under `paths` (run folders or study folders).
+
+    `group_by`: config.json keys that split each arm by their values; `where`: config.json
+    key -> value a run must have to count (see the module docstring)."""
     records: dict[Path, RunRecord] = {}
     for path in map(Path, paths):
         if not path.exists():
@@ -220,11 +288,10 @@ def compare_runs(
         for record in find_runs(path):
             records.setdefault(record.path, record)
     completed = [r for r in records.values() if r.status == "completed"]
+    others = [r for r in records.values() if r.status != "completed"]
     if not completed:
-        raise ComparisonError(
-            f"no completed runs under {', '.join(map(str, paths))} "
-            f"({len(records)} runs found, none completed)"
-        )
+        found = f"{len(records)} runs found: {_status_counts(others)}" if others else "none found"
+        raise ComparisonError(f"no completed runs under {', '.join(map(str, paths))} ({found})")
     by_commit: dict[str | None, list[str]] = {}
     for record in completed:
         by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
@@ -239,13 +306,22 @@ def compare_runs(
                 "pass --allow-mixed (allow_mixed=True) to compare them anyway"
             )
         notes.append(f"mixed library commits: {listing}")
+    if others:
+        notes.append(f"left out {len(others)} runs not completed: {_status_counts(others)}")
     keys = list(metrics) if metrics else default_metrics(completed)
     entries: list[RunEntry] = []
     known: set[str] = set()
+    dropped = 0
     for record in completed:
-        found, names = _entries(record, keys)
+        found, names, left_out = _entries(record, keys, group_by, where)
         entries.extend(found)
         known |= names
+        dropped += left_out
+    if where:
+        condition = ", ".join(f"{key}={value}" for key, value in where.items())
+        if not entries:
+            raise ComparisonError(f"no completed run has the config {condition}")
+        notes.append(f"only runs with config {condition} ({dropped} left out)")
     unknown = [key for key in keys if key not in known]
     if metrics and unknown:
         raise ComparisonError(f"no run has the metric(s) {', '.join(unknown)}")
@@ -307,12 +383,13 @@ def comparison_markdown(comparison: Comparison) -> str:
 
 def plot_comparison(comparison: Comparison, path: Path) -> Path:
     """One panel per metric: arms side by side, each run a dot, the mean with its interval."""
-    from rl_harness.analysis.plots import plt, save_png
+    from matplotlib.figure import Figure  # not pyplot: a file, whatever the backend
+
+    from rl_harness.analysis.plots import save_png
 
     n = len(comparison.metrics)
-    fig, axes = plt.subplots(
-        1, n, squeeze=False, figsize=(max(4.0, 1.2 * len(comparison.arms) + 2) * n, 4.2)
-    )
+    fig = Figure(figsize=(max(4.0, 1.2 * len(comparison.arms) + 2) * n, 4.2))
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, key in zip(axes[0], comparison.metrics, strict=True):
         for index, arm in enumerate(comparison.arms):
             summary = arm.metrics[key]
@@ -367,11 +444,31 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--out", type=Path, metavar="DIR", help="write Markdown, JSON and PNG")
     parser.add_argument(
+        "--group-by",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="split each arm by a config.json key, e.g. lr or env_config.episode_length",
+    )
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only runs whose config.json has this value, e.g. lr=0.001 (repeatable)",
+    )
+    parser.add_argument(
         "--allow-mixed", action="store_true", help="compare runs of different library commits"
     )
     try:
         args = parser.parse_args(argv)
-        comparison = compare_runs(args.paths, args.metric, allow_mixed=args.allow_mixed)
+        comparison = compare_runs(
+            args.paths,
+            args.metric,
+            allow_mixed=args.allow_mixed,
+            group_by=args.group_by,
+            where=parse_where(args.where),
+        )
     except (UsageError, ComparisonError) as error:
         return fail(str(error))
     if args.json:

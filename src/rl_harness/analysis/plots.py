@@ -1,4 +1,8 @@
-"""Plotting primitives, saved as PNG with matplotlib's Agg backend (no display needed)."""
+"""Plotting primitives, saved as PNG (no display needed).
+
+Importing this module leaves matplotlib's backend alone (a notebook keeps its inline plots);
+without a display, matplotlib itself falls back to the non-interactive Agg backend.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: files only, never a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 # Corners of the 2-simplex in the plane: state 0 bottom left, 1 bottom right, 2 on top.
 SIMPLEX_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])

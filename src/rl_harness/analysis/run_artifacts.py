@@ -7,6 +7,11 @@ metrics.jsonl, summary.json, recipe outputs) and `artifacts/<run-id>/` (checkpoi
 convention `<leaf>/results/<id>` -> `<leaf>/artifacts/<id>`; the first that exists wins, so a
 run copied to another machine still resolves.
 
+`status` is the manifest's, except that a `running` record whose process is gone (SIGKILL,
+out of memory) reads `crashed` (harness/liveness.py; the record is left as it is). `config`
+is config.json (what was trained); `run_checkpoints(run)` (checkpoints.py) lists the
+checkpoints with their iteration and env steps.
+
 A Tune run (`run_tune`) keeps its trials under `artifacts/<run-id>/tune/experiment/<trial>/`
 (`checkpoint_NNNNNN` folders); `trials()` lists them with the summary's status and the
 trial's rows of metrics.jsonl, and `final_checkpoint(trial=...)` finds a trial's checkpoint.
@@ -23,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from rl_harness.harness.atomic import read_json
+from rl_harness.harness.liveness import StatusCheck, check_status
 from rl_harness.harness.metrics import METRICS_NAME, read_metrics
+from rl_harness.harness.names import CONFIG_NAME
 from rl_harness.harness.provenance import MANIFEST_NAME
 from rl_harness.harness.runners import CHECKPOINTS_DIR, SUMMARY_NAME, TUNE_DIR, TUNE_EXPERIMENT
 
@@ -112,9 +119,32 @@ class RunArtifacts:
         return self.results_dir.name
 
     @property
+    def status_check(self) -> StatusCheck | None:
+        return check_status(self.manifest) if self.manifest else None
+
+    @property
     def status(self) -> str | None:
-        """The manifest's status (running / completed / failed / interrupted)."""
+        """The manifest's status (running / completed / failed / interrupted), or `crashed`
+        for a `running` record whose process is gone. A running record from another host
+        stays `running` (`status_note` says it could not be checked)."""
+        check = self.status_check
+        return check.status if check else None
+
+    @property
+    def recorded_status(self) -> str | None:
+        """The status written in the manifest."""
         return self.manifest.get("status") if self.manifest else None
+
+    @property
+    def status_note(self) -> str | None:
+        """Why the status is `crashed`, or why a `running` one could not be checked."""
+        check = self.status_check
+        return check.note if check else None
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """config.json: the resolved AlgorithmConfig the run trained with (None if absent)."""
+        return _read_optional(self.results_dir / CONFIG_NAME)
 
     @property
     def seed(self) -> int | None:

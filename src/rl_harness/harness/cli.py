@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rl_harness.harness.cliargs import OneLineParser, UsageError, fail
 from rl_harness.harness.hardware import PROFILE_NAMES as PROFILES
+from rl_harness.harness.locations import is_uri
 from rl_harness.harness.mirrors import LOG_TARGETS
 
 # word -> (module, function, help); each function takes argv and returns an exit code.
@@ -39,9 +40,9 @@ def _seed(text: str) -> int:
     return value
 
 
-def _existing_path(text: str) -> Path:
-    if text.startswith("s3://"):  # a Tune experiment on the bucket (docs/multi_node.md)
-        return Path(text)
+def _existing_path(text: str) -> Path | str:
+    if is_uri(text):  # e.g. a Tune experiment on the bucket (docs/multi_node.md): kept as text
+        return text
     path = Path(text).expanduser()
     if not path.exists():
         raise argparse.ArgumentTypeError(f"resume path does not exist: {text}")
@@ -68,6 +69,11 @@ def recipe_parser() -> argparse.ArgumentParser:
         type=_existing_path,
         metavar="PATH",
         help="checkpoint (direct runner) or Tune experiment folder (or its s3:// URI) to continue",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Ray's start-up notices and worker output, and debug lines",
     )
     parser.add_argument(
         "--hardware-profile",
@@ -169,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         ray_address=args.ray_address or os.environ.get("RAY_ADDRESS") or None,
         upload_artifacts=args.upload,
         log_to=tuple(dict.fromkeys(args.log_to)),
+        verbose=args.verbose,
     )
+    from rl_harness.harness.console import configure_logging
+
+    configure_logging(verbose=args.verbose)
     if options.ray_address is None:
         from rl_harness.harness.rayinit import prefer_driver_environment
 

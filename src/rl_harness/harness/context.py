@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rl_harness.harness.hardware import HardwarePlan, resolve_profile
+from rl_harness.harness.locations import Location, path_or_uri
 from rl_harness.harness.mirrors import check_log_targets
 
 DEFAULT_SEED = 42
@@ -33,7 +34,7 @@ class RunContext:
     run_id: str
     seed: int = DEFAULT_SEED
     smoke: bool = False
-    resume_from: Path | None = None
+    resume_from: Location | None = None  # a local Path, or a URI kept as text (s3://...)
     hardware: HardwarePlan = field(default_factory=lambda: resolve_profile("cpu-local"))
     ray_address: str | None = None
     log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
@@ -89,7 +90,7 @@ def make_context(
     results_dir: Path | None = None,
     artifacts_dir: Path | None = None,
     hardware_profile: str = "cpu-local",
-    resume_from: Path | None = None,
+    resume_from: Location | None = None,
     ray_address: str | None = None,
     log_to: tuple[str, ...] = (),
 ) -> RunContext:
@@ -104,12 +105,12 @@ def make_context(
     log_to = check_log_targets(log_to)
     if run_id is not None and not valid_run_id(run_id):
         raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {run_id!r}")
-    on_bucket = str(resume_from or "").startswith("s3:/")  # a Tune experiment on the bucket
-    resume = None
-    if resume_from:
-        resume = Path(resume_from) if on_bucket else Path(resume_from).expanduser().resolve()
-    if resume is not None and not on_bucket and not resume.exists():
-        raise ValueError(f"resume path does not exist: {resume_from}")
+    # A URI (a Tune experiment on the bucket, a checkpoint on s3://, gs://) stays text.
+    resume = path_or_uri(resume_from) if resume_from else None
+    if isinstance(resume, Path):
+        resume = resume.expanduser().resolve()
+        if not resume.exists():
+            raise ValueError(f"resume path does not exist: {resume_from}")
     experiment_dir = Path(experiment_dir).resolve()
     results_base = Path(results_dir).resolve() if results_dir else experiment_dir / "results"
     artifacts_base = (

@@ -3,26 +3,29 @@
 The lifecycle installs `handle_stop_signal` for SIGTERM and SIGINT. The first signal of a run
 raises `RunInterrupted` (immediately, or after the current training iteration while the direct
 runner defers it, or once Tune has checkpointed each running trial during `tuner.fit()`);
-later signals only print a note, so the cleanup that saves the final checkpoint and writes the
+later signals only log a note, so the cleanup that saves the final checkpoint and writes the
 records is never cut short. SIGKILL remains the way to force an exit.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-RunStatus = Literal["running", "completed", "failed", "interrupted"]
+RunStatus = Literal["running", "completed", "failed", "interrupted", "crashed"]
 RUNNING: Final = "running"
 COMPLETED: Final = "completed"
 FAILED: Final = "failed"
 INTERRUPTED: Final = "interrupted"
 FINAL_STATUSES: Final = (COMPLETED, FAILED, INTERRUPTED)
+# Never written by a run itself: readers report it for a `running` record whose process is
+# gone (liveness.py), and `rl-harness runs --mark-crashed` records it.
+CRASHED: Final = "crashed"
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 Handler = Callable[[int, Any], Any] | int | None
@@ -59,7 +62,7 @@ _state = _State()
 
 
 def _note(text: str) -> None:
-    print(f"rl-harness: {text}", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning(f"rl-harness: {text}")
 
 
 def handle_stop_signal(signum: int, frame: Any) -> None:

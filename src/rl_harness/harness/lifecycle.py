@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rl_harness.harness import interrupts
-from rl_harness.harness.atomic import write_json_atomic, write_text_atomic
+from rl_harness.harness import console, interrupts
+from rl_harness.harness.atomic import (
+    JSONValueError,
+    to_json_value,
+    write_json_atomic,
+    write_text_atomic,
+)
 from rl_harness.harness.context import RunContext, make_context
 from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RunInterrupted
+from rl_harness.harness.locations import Location, location_text
+from rl_harness.harness.names import RAY_LOGS_DIR
 from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
 from rl_harness.harness.recipe import Recipe, RecipeError
 from rl_harness.harness.redaction import redact_env, redact_record
@@ -21,13 +28,15 @@ from rl_harness.harness.redaction import redact_env, redact_record
 UploadMode = Literal["auto", "always", "never"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+RESULT_NAME = "result.json"
+log = console.get_logger(__name__)
 
 
 @dataclass(frozen=True)
 class RunOptions:
     seed: int
     smoke: bool
-    resume_from: Path | None
+    resume_from: Location | None
     hardware_profile: str
     results_dir: Path | None
     artifacts_dir: Path | None
@@ -35,12 +44,13 @@ class RunOptions:
     ray_address: str | None
     upload_artifacts: UploadMode
     log_to: tuple[str, ...] = ()
+    verbose: bool = False  # Ray's start-up notices on the console (CLI --verbose)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "smoke": self.smoke,
-            "resume_from": str(self.resume_from) if self.resume_from else None,
+            "resume_from": location_text(self.resume_from),
             "hardware_profile": self.hardware_profile,
             "results_dir": str(self.results_dir) if self.results_dir else None,
             "artifacts_dir": str(self.artifacts_dir) if self.artifacts_dir else None,
@@ -48,6 +58,7 @@ class RunOptions:
             "ray_address": self.ray_address,
             "upload_artifacts": self.upload_artifacts,
             "log_to": list(self.log_to),
+            "verbose": self.verbose,
         }
 
 
@@ -71,7 +82,7 @@ def _mirror(config: Any, context: RunContext, manifest: Mapping[str, Any]) -> di
         artifacts_dir=context.artifacts_dir,
         results_dir=context.results_dir,
         remote_run_path=remote_run_path,
-        log=lambda line: print(f"[{context.run_id}] {line}", flush=True),
+        log=lambda line: log.info(f"[{context.run_id}] {line}"),
     )
 
 
@@ -89,13 +100,28 @@ def _interrupt_record(kind: str, signal_name: str) -> dict[str, Any]:
     return {"type": kind, "signal": signal_name, "message": f"received {signal_name}"}
 
 
-def _save_result(context: RunContext, result: Any) -> None:
-    if isinstance(result, Mapping):
-        try:
-            json.dumps(result, default=str)
-        except (TypeError, ValueError):
-            return
-        write_json_atomic(context.results_dir / "result.json", redact_record(dict(result)))
+def _save_result(context: RunContext, result: Any) -> str | None:
+    """Keep a mapping result as result.json (JSONValueError, naming the key, if it holds a
+    value with no exact JSON form); returns the summary line of its headline numbers."""
+    if not isinstance(result, Mapping):
+        return None
+    try:
+        values = to_json_value(redact_record(dict(result)))
+    except JSONValueError as error:
+        raise JSONValueError(f"{RESULT_NAME}: {error}") from None
+    write_json_atomic(context.results_dir / RESULT_NAME, values)
+    return console.result_summary(values)
+
+
+def _end_ray(ray_was_up: bool, context: RunContext) -> None:
+    """Stop the Ray this run started and keep its logs; release the quiet console."""
+    session_logs = None
+    if not ray_was_up and _ray_initialized():
+        session_logs = console.ray_logs_dir()
+        sys.modules["ray"].shutdown()
+    driver_lines = console.release_quiet_ray()
+    if session_logs is not None:  # a caller's Ray session is theirs, logs included
+        console.keep_ray_logs(context.artifacts_dir / RAY_LOGS_DIR, session_logs, driver_lines)
 
 
 def _ray_initialized() -> bool:
@@ -130,18 +156,20 @@ def execute_recipe(
         context, source_file=recipe.source_file, argv=argv, options=options.to_dict()
     )
     write_manifest(context.results_dir, manifest)
-    print(
+    log.info(
         f"[{context.run_id}] {recipe.module_name} seed={context.seed} "
-        f"smoke={context.smoke} -> {context.results_dir}",
-        flush=True,
+        f"smoke={context.smoke} -> {context.results_dir}"
     )
 
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
+    console.quiet_ray(not options.verbose)
     previous = interrupts.install()
     status, error, code = FAILED, None, EXIT_FAILED
+    summary: str | None = None
+    started = time.monotonic()
     try:
         try:
-            _save_result(context, recipe.run(context))
+            summary = _save_result(context, recipe.run(context))
             status, code = COMPLETED, EXIT_OK
         except RunInterrupted as interrupt:
             status, code = INTERRUPTED, interrupt.exit_code
@@ -151,18 +179,23 @@ def execute_recipe(
             error = _interrupt_record("KeyboardInterrupt", "SIGINT")
         except SystemExit as exit_:  # a recipe calling sys.exit() did not complete
             error = {"type": "SystemExit", "message": f"sys.exit({exit_.code!r}) in the recipe"}
+        except JSONValueError as failure:  # the result holds a value JSON cannot keep exactly
+            error = {"type": "JSONValueError", "message": redact_env(str(failure))}
+            log.error(f"[{context.run_id}] error: {error['message']}")
         except Exception as failure:  # the recipe's own failure: record it, show it
             error = _error_record(failure, context)
-            print(redact_env("".join(traceback.format_exception(failure))), file=sys.stderr)
+            log.error(redact_env("".join(traceback.format_exception(failure))).rstrip())
         finally:
             # A signal now only gets a note: records are written whatever arrives.
             with interrupts.held():
-                if not ray_was_up and _ray_initialized():
-                    sys.modules["ray"].shutdown()
+                _end_ray(ray_was_up, context)
                 if b2 is not None:
                     manifest["artifacts"]["remote"] = _mirror(b2, context, manifest)
                 write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
         interrupts.restore(previous, ignore=process_exits)
-    print(f"[{context.run_id}] {status}: {context.results_dir}", flush=True)
+    took = console.duration_text(time.monotonic() - started)
+    log.info(f"[{context.run_id}] {status} in {took}: {context.results_dir}")
+    if summary is not None:  # the run ends with its headline numbers
+        log.info(f"[{context.run_id}] result: {summary}")
     return code

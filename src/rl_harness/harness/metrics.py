@@ -132,9 +132,10 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None) -> str:
+def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[str]:
+    """The pieces of a progress line: iteration, env steps, return, loss, iteration time."""
     iteration = row.get("training_iteration", "?")
-    parts = [f"[{run_id}] iter {iteration}" + (f"/{target}" if target else "")]
+    parts = [f"iter {iteration}" + (f"/{target}" if target else "")]
     steps = row.get("num_env_steps_sampled_lifetime")
     if steps is not None:
         parts.append(f"steps {int(steps):,}")
@@ -147,4 +148,8 @@ def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None
     seconds = row.get("time_this_iter_s")
     if seconds is not None:
         parts.append(f"{seconds:.1f}s")
-    return " | ".join(parts)
+    return parts
+
+
+def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None) -> str:
+    return f"[{run_id}] " + " | ".join(progress_parts(row, target))

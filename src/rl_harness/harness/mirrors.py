@@ -10,25 +10,42 @@ metrics.jsonl stays the record; a mirror only copies each row's finite numbers, 
   kind of store; `mlflow ui --backend-store-uri` it);
 - "wandb": an offline W&B run under artifacts/<run-id>/wandb (`wandb sync` it later).
 
-<name> is the run id, or run-id/trial-id for a Tune trial. A mirror that fails (not
-installed, bad URI, full disk) prints one warning line and turns itself off: it never fails
-a run.
+<name> is the run id, or run-id/trial-id for a Tune trial. The run's config (config.json,
+dotted keys; a Tune trial's own) goes in as the tracker's parameters: TensorBoard hparams,
+MLflow params, the W&B run config. A mirror that fails (not installed, bad URI, full disk)
+logs one warning line and turns itself off: it never fails a run.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from rl_harness.harness.console import get_logger
 
 if TYPE_CHECKING:
     from rl_harness.harness.context import RunContext
 
 LOG_TARGETS = ("tensorboard", "mlflow", "wandb")
 STEP_KEY = "training_iteration"
+MLFLOW_PARAM_VALUE_LIMIT = 6000  # characters: MLflow's limit for a param value
+MLFLOW_PARAMS_PER_BATCH = 100
+log = get_logger(__name__)
+
+Params = dict[str, Any]  # dotted config key -> str, int, float, bool or None
+
+
+def param_value(value: Any) -> str | int | float | bool:
+    """A config value as a tracker parameter: numbers and bools kept, anything else text."""
+    if isinstance(value, bool | int | float) and not (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
+        return value
+    return "None" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
 def check_log_targets(targets: Sequence[str]) -> tuple[str, ...]:
@@ -49,6 +66,8 @@ def numeric_values(row: Mapping[str, Any]) -> dict[str, float]:
 
 
 class Mirror(Protocol):
+    def log_params(self, params: Params) -> None: ...
+
     def log(self, values: dict[str, float], step: int) -> None: ...
 
     def close(self, status: str) -> None: ...
@@ -60,6 +79,15 @@ class TensorBoardMirror:
 
         self.logdir = context.artifacts_dir / "tensorboard" / name.replace("/", "_")
         self.writer = EventFileWriter(str(self.logdir))
+
+    def log_params(self, params: Params) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.plugins.hparams import summary_v2
+
+        hparams = {key: param_value(value) for key, value in params.items()}
+        summary = summary_v2.hparams_pb(hparams)
+        self.writer.add_event(Event(wall_time=time.time(), summary=summary))
+        self.writer.flush()
 
     def log(self, values: dict[str, float], step: int) -> None:
         from tensorboard.compat.proto.event_pb2 import Event
@@ -95,6 +123,18 @@ class MLflowMirror:
         tags = {"rl_harness.run_id": context.run_id, "rl_harness.seed": str(seed)}
         self.run_id = self.client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
 
+    def log_params(self, params: Params) -> None:
+        from mlflow.entities import Param
+
+        items = [
+            Param(key, str(param_value(value))[:MLFLOW_PARAM_VALUE_LIMIT])
+            for key, value in sorted(params.items())
+        ]
+        for start in range(0, len(items), MLFLOW_PARAMS_PER_BATCH):
+            self.client.log_batch(
+                self.run_id, params=items[start : start + MLFLOW_PARAMS_PER_BATCH]
+            )
+
     def log(self, values: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
 
@@ -120,6 +160,10 @@ class WandbMirror:
             reinit="create_new",
         )
 
+    def log_params(self, params: Params) -> None:
+        values = {key: param_value(value) for key, value in params.items()}
+        self.run.config.update(values, allow_val_change=True)
+
     def log(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
 
@@ -130,13 +174,17 @@ class WandbMirror:
 class Mirrors:
     """The mirrors of one run (or Tune trial); every failure is a warning, never an error."""
 
-    def __init__(self, context: RunContext, name: str, seed: int | None) -> None:
+    def __init__(
+        self, context: RunContext, name: str, seed: int | None, params: Params | None = None
+    ) -> None:
         self.name = name
         self.active: dict[str, Mirror] = {}
         for target in context.log_to:
             mirror = self._guard(target, "start", lambda t=target: _open(t, context, name, seed))
             if mirror is not None:
                 self.active[target] = mirror
+                if params:
+                    self._guard(target, "log params", lambda m=mirror: m.log_params(params))
         self._steps = 0
 
     def _guard(self, target: str, action: str, call: Any) -> Any:
@@ -144,12 +192,10 @@ class Mirrors:
             return call()
         except Exception as error:  # a mirror must never fail the run
             self.active.pop(target, None)
-            print(
+            log.warning(
                 f"[{self.name}] warning: --log-to {target} failed to {action} "
                 f"({type(error).__name__}: {error}); metrics.jsonl is unaffected, "
-                f"{target} mirroring is off",
-                file=sys.stderr,
-                flush=True,
+                f"{target} mirroring is off"
             )
             return None
 
@@ -179,6 +225,12 @@ def _open(target: str, context: RunContext, name: str, seed: int | None) -> Mirr
     raise ValueError(f"unknown --log-to target {target!r}")
 
 
-def open_mirrors(context: RunContext, name: str | None = None, seed: int | None = None) -> Mirrors:
-    """The mirrors `context.log_to` asks for (none by default), named `name` or the run id."""
-    return Mirrors(context, name or context.run_id, context.seed if seed is None else seed)
+def open_mirrors(
+    context: RunContext,
+    name: str | None = None,
+    seed: int | None = None,
+    params: Params | None = None,
+) -> Mirrors:
+    """The mirrors `context.log_to` asks for (none by default), named `name` or the run id,
+    with `params` (the run's flattened config) logged as the tracker's parameters."""
+    return Mirrors(context, name or context.run_id, context.seed if seed is None else seed, params)

@@ -15,6 +15,7 @@ from rl_harness.harness.context import RunContext
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
+from rl_harness.harness.liveness import process_identity
 from rl_harness.harness.redaction import redact_record
 
 MANIFEST_NAME = "run_manifest.json"
@@ -175,6 +176,8 @@ def start_manifest(
         },
         "versions": package_versions(),
         "hardware": {**host_facts(), "plan": context.hardware.to_dict()},
+        # Who writes the final record: readers report `crashed` once it is gone (liveness.py).
+        "process": process_identity(),
         "started_at": utc_now(),
         "ended_at": None,
         "duration_s": None,

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 
+from rl_harness.harness import console
 from rl_harness.harness.interrupts import in_main_thread, reinstall_after
 
 UV_HOOK_VARIABLE = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
@@ -74,22 +75,27 @@ def _no_native_signal_handlers_in_driver() -> None:
 
 def start_ray(address: str | None) -> None:
     """Connect to `address`, or start a local Ray; once per process. Our SIGTERM handler
-    survives: whatever handled SIGTERM before `ray.init()` handles it afterwards."""
+    survives: whatever handled SIGTERM before `ray.init()` handles it afterwards. In a quiet
+    CLI run (console.py) Ray's notices stay off the console and its workers' output in its
+    session logs."""
     import ray
 
     if ray.is_initialized():
         return
     saved = signal.getsignal(signal.SIGTERM) if in_main_thread() else None
     _no_native_signal_handlers_in_driver()
+    console.apply_quiet_ray()
+    log_to_driver = console.ray_log_to_driver()
     try:
         if address:
-            ray.init(address=address, log_to_driver=True)
+            ray.init(address=address, log_to_driver=log_to_driver)
         else:
             prefer_driver_environment()
             _spawn_in_own_process_groups(True)
             try:
-                ray.init(include_dashboard=False)
+                ray.init(include_dashboard=False, log_to_driver=log_to_driver)
             finally:
                 _spawn_in_own_process_groups(False)
     finally:
         reinstall_after(saved)
+        console.apply_quiet_ray()  # also on the handlers `ray.init()` may have set up

@@ -1,8 +1,10 @@
 """Runners: a direct `algo.train()` loop owned by the harness, and Tune for sweeps.
 
-Both seed from the context, append compact per-iteration metrics to
-results/<run-id>/metrics.jsonl with a progress line, keep checkpoints under
-artifacts/<run-id>/, and write results/<run-id>/summary.json.
+Both seed from the context, record the resolved config (results/<run-id>/config.json; each
+Tune trial's in its summary record), append compact per-iteration metrics to
+results/<run-id>/metrics.jsonl with a progress line (env steps/s, ETA), keep checkpoints
+under artifacts/<run-id>/ on a `CheckpointSchedule` with a row per checkpoint in
+results/<run-id>/checkpoints.jsonl, and write results/<run-id>/summary.json.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 from rl_harness.harness import interrupts
 from rl_harness.harness.atomic import write_json_atomic
+from rl_harness.harness.checkpointing import (
+    CheckpointLog,
+    CheckpointSchedule,
+    as_schedule,
+    env_steps_of,
+)
+from rl_harness.harness.configrecord import config_record, flat_config, trial_config_record
+from rl_harness.harness.console import Progress, get_logger, stdout_is_terminal
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.hardware import apply_hardware
 from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunInterrupted
-from rl_harness.harness.metrics import (
-    METRICS_NAME,
-    MetricsLog,
-    compact_metrics,
-    flatten,
-    progress_line,
-)
+from rl_harness.harness.locations import is_uri, location_text
+from rl_harness.harness.metrics import METRICS_NAME, MetricsLog, compact_metrics, flatten
 from rl_harness.harness.mirrors import Mirrors, open_mirrors
+from rl_harness.harness.names import CONFIG_NAME, TUNE_INITIAL_CHECKPOINT
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -37,6 +43,10 @@ SUMMARY_NAME = "summary.json"
 CHECKPOINTS_DIR = "checkpoints"
 TUNE_DIR = "tune"
 TUNE_EXPERIMENT = "experiment"
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+ITERATION_SAMPLED_KEY = "env_runners/num_env_steps_sampled"
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -106,6 +116,35 @@ def ensure_ray(context: RunContext) -> None:
     start_ray(context.ray_address)
 
 
+def write_config(context: RunContext, config: AlgorithmConfig, overrides=None) -> dict[str, Any]:
+    """results/<run-id>/config.json: the resolved config (configrecord.py); returns it."""
+    record = config_record(config, overrides)
+    write_json_atomic(context.results_dir / CONFIG_NAME, record)
+    return record
+
+
+def _progress(label: str, stop: Mapping[str, float]) -> Progress:
+    iterations = stop.get("training_iteration")
+    steps = stop.get(STEPS_KEY)
+    return Progress(
+        label,
+        iteration_target=int(iterations) if iterations else None,
+        steps_target=float(steps) if steps and not iterations else None,
+        bar=stdout_is_terminal(),
+    )
+
+
+def _steps_before(row: Mapping[str, Any], last: int | None) -> int | None:
+    """Lifetime env steps before this row's iteration: the last row's count, else this
+    count less the iteration's own samples (a resumed run's first iteration)."""
+    if last is not None:
+        return last
+    steps, sampled = env_steps_of(row), row.get(ITERATION_SAMPLED_KEY)
+    if steps is not None and isinstance(sampled, int | float):
+        return max(steps - int(sampled), 0)
+    return None
+
+
 def resolve_checkpoint(path: Path) -> Path:
     """A checkpoint dir itself, or the newest one under `<dir>/checkpoints/`."""
     path = Path(path).resolve()
@@ -137,25 +176,30 @@ def run_algorithm(
     *,
     stop: Mapping[str, float] | int,
     checkpoint_every: int = 0,
+    checkpoint_schedule: CheckpointSchedule | None = None,
     apply_plan: bool = True,
     on_iteration: Callable[[Algorithm, dict[str, Any]], None] | None = None,
 ) -> RunResult:
     """Build the algorithm and train it until `stop`, recording every iteration.
 
-    `checkpoint_every=k` saves every k iterations; a final checkpoint is saved once training
-    has started, also when the run is interrupted (SIGTERM/SIGINT take effect between
-    iterations, see interrupts.py). With `context.resume_from`, training continues
-    from that checkpoint (its iteration count and weights).
+    `checkpoint_every=k` saves every k iterations; `checkpoint_schedule` (a
+    `CheckpointSchedule`) adds step 0 and log-spaced checkpoints. A final checkpoint is saved
+    once training has started, also when the run is interrupted (SIGTERM/SIGINT take effect
+    between iterations, see interrupts.py). Each checkpoint gets a row in
+    results/<run-id>/checkpoints.jsonl. With `context.resume_from`, training continues from
+    that checkpoint (its iteration count and weights).
     """
     stop = normalize_stop(stop)
-    if checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    schedule = as_schedule(checkpoint_every, checkpoint_schedule)
     config = prepare_config(config, context, apply_plan=apply_plan)
+    record = write_config(context, config)
     ensure_ray(context)
     started = time.perf_counter()
     metrics = MetricsLog(context.results_dir / METRICS_NAME)
-    mirrors = open_mirrors(context)  # --log-to: off unless asked, never fails the run
-    target = stop.get("training_iteration")
+    # --log-to: off unless asked, never fails the run; the config goes in as params
+    mirrors = open_mirrors(context, params=flat_config(record))
+    saved = CheckpointLog(context.results_dir, context.artifacts_dir)
+    progress = _progress(context.run_id, stop)
     algo: Algorithm | None = None
     checkpoints: list[Path] = []
     row: dict[str, Any] = {}
@@ -164,24 +208,36 @@ def run_algorithm(
     try:
         algo = config.build_algo()
         if context.resume_from is not None:
-            checkpoint = resolve_checkpoint(context.resume_from)
-            algo.restore_from_path(str(checkpoint))
-            print(f"[{context.run_id}] resumed from {checkpoint} at iteration {algo.iteration}")
+            checkpoint = _restore(algo, context.resume_from)
+            log.info(f"[{context.run_id}] resumed from {checkpoint} at iteration {algo.iteration}")
+        elif schedule.at_start:
+            checkpoints.append(_save(algo, context, 0))
+            saved.append(checkpoints[-1], iteration=0, env_steps=0, reasons=["start"])
+        last_steps: int | None = None if context.resume_from is not None else 0
         while not should_stop({"training_iteration": algo.iteration}, stop):
             # A stop signal lands between iterations: checkpoints hold whole iterations.
             with interrupts.deferred():
+                before = algo.iteration
                 result = algo.train()
                 row = compact_metrics(result)
                 metrics.append(row)
                 mirrors.log(row)
-                print(
-                    progress_line(context.run_id, row, int(target) if target else None),
-                    flush=True,
-                )
+                log.info(progress.line(row))
                 if on_iteration is not None:
                     on_iteration(algo, result)
-                if checkpoint_every and algo.iteration % checkpoint_every == 0:
+                steps = env_steps_of(row)
+                reasons = schedule.reasons(
+                    algo.iteration,
+                    steps,
+                    previous_iteration=before,
+                    previous_env_steps=_steps_before(row, last_steps),
+                )
+                last_steps = steps
+                if reasons:
                     checkpoints.append(_save(algo, context, algo.iteration))
+                    saved.append(
+                        checkpoints[-1], iteration=algo.iteration, env_steps=steps, reasons=reasons
+                    )
             if should_stop(flatten(result), stop):
                 break
         status = COMPLETED
@@ -194,11 +250,21 @@ def run_algorithm(
     finally:
         mirrors.close(status)
         with interrupts.held():  # a second signal must not cut the final save short
-            _finish_direct(context, algo, status, checkpoints, row, stop, started)
+            _finish_direct(context, algo, status, checkpoints, row, stop, started, saved)
     iterations = algo.iteration
     return RunResult(
         row, iterations, checkpoints[-1] if checkpoints else None, checkpoints, _elapsed(started)
     )
+
+
+def _restore(algo: Algorithm, resume_from: Path | str) -> Path | str:
+    """Restore a checkpoint: a local one (or the newest under a folder), or a URI as is."""
+    if is_uri(str(resume_from)):
+        algo.restore_from_path(str(resume_from))  # pyarrow picks the filesystem from the URI
+        return str(resume_from)
+    checkpoint = resolve_checkpoint(Path(resume_from))
+    algo.restore_from_path(str(checkpoint))
+    return checkpoint
 
 
 def _elapsed(started: float) -> float:
@@ -213,6 +279,7 @@ def _finish_direct(
     row: dict[str, Any],
     stop: Mapping[str, float],
     started: float,
+    saved: CheckpointLog,
 ) -> None:
     """Final checkpoint (once training started, unless it failed), summary, stop the algo."""
     trained = algo is not None and algo.iteration > 0
@@ -222,6 +289,12 @@ def _finish_direct(
         and (not checkpoints or checkpoints[-1].name != _iter_name(algo))
     ):
         checkpoints.append(_save(algo, context, algo.iteration))
+        saved.append(
+            checkpoints[-1],
+            iteration=algo.iteration,
+            env_steps=env_steps_of(row),
+            reasons=["final"],
+        )
     _write_summary(
         context,
         {
@@ -231,7 +304,7 @@ def _finish_direct(
             "final_metrics": row,
             "checkpoints": [str(p) for p in checkpoints],
             "final_checkpoint": str(checkpoints[-1]) if checkpoints else None,
-            "resumed_from": str(context.resume_from) if context.resume_from else None,
+            "resumed_from": location_text(context.resume_from),
             "stop": stop,
             "wall_time_s": round(_elapsed(started), 3),
         },
@@ -256,11 +329,53 @@ def _trial_seed(trial_config: Mapping[str, Any]) -> int | None:
 _live_tune_run: dict[str, Any] = {}
 
 
-def _metrics_callback(context: RunContext, target: int | None):
+def _save_initial_checkpoint(algorithm: Algorithm, **kwargs: Any) -> None:
+    """RLlib's on_algorithm_init in a Tune trial: step 0's checkpoint, before any training,
+    saved as <trial folder>/initial_checkpoint on Tune's storage (kept if already there, as
+    when a trial is restored)."""
+    from pyarrow import fs
+
+    # A class trainable has no Tune session (tune.get_context().get_storage() is None there);
+    # Tune hands it its StorageContext, kept as `_storage` (no public accessor in Ray 2.60).
+    storage = getattr(algorithm, "_storage", None)
+    if storage is None or getattr(storage, "trial_dir_name", None) is None:
+        return  # not inside a Tune trial (e.g. an algorithm restored for analysis)
+    path = f"{storage.trial_fs_path}/{TUNE_INITIAL_CHECKPOINT}"
+    filesystem = storage.storage_filesystem
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        return
+    algorithm.save_to_path(path, filesystem=filesystem)
+
+
+def _with_initial_checkpoint(config: AlgorithmConfig) -> AlgorithmConfig:
+    """The config with `_save_initial_checkpoint` after the recipe's own on_algorithm_init."""
+    existing = config.callbacks_on_algorithm_init
+    chain = list(existing) if isinstance(existing, list | tuple) else [existing] if existing else []
+    config = config.copy(copy_frozen=False)
+    config.callbacks(on_algorithm_init=[*chain, _save_initial_checkpoint])
+    return config
+
+
+def _metrics_callback(
+    context: RunContext,
+    target: int | None,
+    *,
+    stop: Mapping[str, float],
+    schedule: CheckpointSchedule,
+    config: AlgorithmConfig,
+    storage_fs: Any,
+):
     from ray import tune
     from ray.tune.result import SHOULD_CHECKPOINT
 
-    _live_tune_run.update(context=context, target=target)
+    _live_tune_run.update(
+        context=context,
+        target=target,
+        stop=stop,
+        schedule=schedule,
+        config=config,
+        storage_fs=storage_fs,
+    )
 
     class HarnessMetricsCallback(tune.Callback):
         """Runs in the driver: one compact row per trial result, tagged with trial id and seed.
@@ -279,12 +394,23 @@ def _metrics_callback(context: RunContext, target: int | None):
             # by value, together with a snapshot of the globals it names.
             from rl_harness.harness import runners
 
-            self.context: RunContext = runners._live_tune_run["context"]
-            self.target: int | None = runners._live_tune_run["target"]
+            live = runners._live_tune_run
+            self.context: RunContext = live["context"]
+            self.target: int | None = live["target"]
+            self.stop: Mapping[str, float] = live["stop"]
+            self.schedule: CheckpointSchedule = live["schedule"]
+            self.config: AlgorithmConfig = live["config"]
+            self.storage_fs: Any = live["storage_fs"]
             self.log = MetricsLog(self.context.results_dir / METRICS_NAME)
+            self.checkpoint_log = CheckpointLog(
+                self.context.results_dir, self.context.artifacts_dir
+            )
             self.completed: set[str] = set()
             self.mirrors: dict[str, Mirrors] = {}  # --log-to, one per trial, opened lazily
             self.saved: set[str] = set()
+            self.progress: dict[str, Progress] = {}
+            self.last_steps: dict[str, int | None] = {}  # per trial, for log-spaced saves
+            self.reasons: dict[str, list[str]] = {}  # per trial: why its next save happens
 
         def setup(self, **info) -> None:
             self._bind()
@@ -292,21 +418,69 @@ def _metrics_callback(context: RunContext, target: int | None):
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
             interrupts.tune_result_seen()
+            trial_id = trial.trial_id
             seed = _trial_seed(trial.config)
-            row = {"trial_id": trial.trial_id, "seed": seed}
+            row = {"trial_id": trial_id, "seed": seed}
             row.update(compact_metrics(result))
             self.log.append(row)
+            label = f"{self.context.run_id}/{trial_id}"
             if self.context.log_to:
-                name = f"{self.context.run_id}/{trial.trial_id}"
-                if trial.trial_id not in self.mirrors:
-                    self.mirrors[trial.trial_id] = open_mirrors(self.context, name, seed)
-                self.mirrors[trial.trial_id].log(row)
-            label = f"{self.context.run_id}/{trial.trial_id}"
-            print(progress_line(label, row, self.target), flush=True)
+                if trial_id not in self.mirrors:
+                    params = flat_config(trial_config_record(self.config, trial.config))
+                    self.mirrors[trial_id] = open_mirrors(self.context, label, seed, params)
+                self.mirrors[trial_id].log(row)
+            if trial_id not in self.progress:
+                self.progress[trial_id] = _progress(label, self.stop)
+                self._note_initial_checkpoint(trial, seed)
+            log.info(self.progress[trial_id].line(row))
+            iteration_now = int(row.get("training_iteration") or 0)
+            steps = env_steps_of(row)
+            reasons = self.schedule.reasons(
+                iteration_now,
+                steps,
+                previous_iteration=iteration_now - 1,
+                previous_env_steps=_steps_before(row, self.last_steps.get(trial_id)),
+            )
+            self.last_steps[trial_id] = steps
+            self.reasons[trial_id] = reasons
+            if "log" in reasons:
+                result[SHOULD_CHECKPOINT] = True  # Tune's checkpoint_frequency does "every"
             if interrupts.stop_requested() is not None:
                 result[SHOULD_CHECKPOINT] = True
 
+        def _note_initial_checkpoint(self, trial, seed: int | None) -> None:
+            """Step 0's checkpoint (saved in the trial at its start): its checkpoints.jsonl row."""
+            from rl_harness.harness.storage import tune_storage as remote
+
+            if not self.schedule.at_start or trial.path is None:
+                return
+            path = f"{trial.path}/{TUNE_INITIAL_CHECKPOINT}"
+            if self.storage_fs is None and not (Path(path) / "rllib_checkpoint.json").is_file():
+                return  # not saved (a restored trial keeps its row in the first run's records)
+            self.checkpoint_log.append(
+                remote.as_uri(path, self.storage_fs),
+                iteration=0,
+                env_steps=0,
+                reasons=["start"],
+                trial_id=trial.trial_id,
+                seed=seed,
+            )
+
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info) -> None:
+            from rl_harness.harness.storage import tune_storage as remote
+
+            last = trial.last_result or {}
+            reasons = self.reasons.pop(trial.trial_id, None) or ["final"]
+            if interrupts.stop_requested() is not None and reasons == ["final"]:
+                reasons = ["interrupt"]
+            self.checkpoint_log.append(
+                remote.as_uri(checkpoint.path, self.storage_fs),
+                iteration=int(last.get("training_iteration") or 0),
+                env_steps=env_steps_of(last),
+                reasons=reasons,
+                trial_id=trial.trial_id,
+                seed=_trial_seed(trial.config),
+            )
             if interrupts.stop_requested() is not None:
                 self.saved.add(trial.trial_id)
                 self._stop_when_saved(trials)
@@ -380,6 +554,7 @@ def run_tune(
     param_space: Mapping[str, Any] | None = None,
     num_samples: int = 1,
     checkpoint_every: int = 0,
+    checkpoint_schedule: CheckpointSchedule | None = None,
     max_concurrent_trials: int | None = None,
     apply_plan: bool = True,
     num_to_keep: int | None = None,
@@ -399,6 +574,12 @@ def run_tune(
     entries (flat AlgorithmConfig keys). With `context.resume_from` pointing at a Tune
     experiment folder, that experiment is restored and continued instead.
 
+    `checkpoint_every=k` is Tune's checkpoint frequency; `checkpoint_schedule` (a
+    `CheckpointSchedule`) adds step 0 (saved in each trial before it trains, as
+    `<trial>/initial_checkpoint`) and log-spaced checkpoints. Each checkpoint gets a row in
+    results/<run-id>/checkpoints.jsonl; config.json holds the run's config with its search
+    entries, and each trial's summary record its resolved config.
+
     Passed through to Tune: `num_to_keep`, `checkpoint_score_attribute` / `_order`
     (CheckpointConfig), `stopper` (a `tune.Stopper` or `(trial_id, result) -> bool`, or-ed
     with `stop`), `scheduler`, `search_alg`, `metric`, `mode` (TuneConfig). The result
@@ -413,17 +594,20 @@ def run_tune(
     from rl_harness.harness.storage import tune_storage as remote
 
     stop = normalize_stop(stop)
+    schedule = as_schedule(checkpoint_every, checkpoint_schedule)
     config = prepare_config(config, context, apply_plan=apply_plan)
+    if schedule.at_start:
+        config = _with_initial_checkpoint(config)
     ensure_ray(context)
     space: dict[str, Any] = dict(param_space or {})
     if seeds is not None:
         if not seeds:
             raise ValueError("seeds must not be empty")
         space["seed"] = tune.grid_search([int(s) for s in seeds])
+    write_config(context, config, space)
     config_dict = config.to_dict()
     config_dict.update(space)
     target = int(stop["training_iteration"]) if "training_iteration" in stop else None
-    callback = _metrics_callback(context, target)
     storage_path, storage_fs, _ = remote.tune_storage(
         tune_storage,  # type: ignore[arg-type]
         results_dir=context.results_dir,
@@ -431,6 +615,9 @@ def run_tune(
         artifacts_dir=context.artifacts_dir,
         run_id=context.run_id,
         local_dir=str(context.artifacts_dir / TUNE_DIR),
+    )
+    callback = _metrics_callback(
+        context, target, stop=stop, schedule=schedule, config=config, storage_fs=storage_fs
     )
     run_config = tune.RunConfig(
         name=TUNE_EXPERIMENT,
@@ -440,7 +627,7 @@ def run_tune(
         verbose=0,
         callbacks=[callback],
         checkpoint_config=tune.CheckpointConfig(
-            checkpoint_frequency=checkpoint_every,
+            checkpoint_frequency=schedule.every,
             checkpoint_at_end=True,
             num_to_keep=num_to_keep,
             checkpoint_score_attribute=checkpoint_score_attribute,
@@ -454,9 +641,10 @@ def run_tune(
             experiment, storage_fs = remote.bucket_filesystem_for(uri)
         else:
             experiment, storage_fs = str(Path(context.resume_from).resolve()), None
+        _live_tune_run["storage_fs"] = storage_fs  # where the restored trials save
         if not tune.Tuner.can_restore(experiment, storage_filesystem=storage_fs):
             raise FileNotFoundError(f"no restorable Tune experiment at {uri or experiment}")
-        print(f"[{context.run_id}] restoring Tune experiment {uri or experiment}")
+        log.info(f"[{context.run_id}] restoring Tune experiment {uri or experiment}")
         tuner = tune.Tuner.restore(
             experiment,
             trainable=config.algo_class,
@@ -494,8 +682,12 @@ def run_tune(
     }
     interrupted = bool(cut_short)
     trials = []
+    configs: dict[str, dict[str, Any]] = {}
     for result in grid:
         metrics = compact_metrics(result.metrics or {})
+        configs[str((result.metrics or {}).get("trial_id"))] = trial_config_record(
+            config, result.config or {}
+        )
         trials.append(
             TrialRecord(
                 trial_id=str((result.metrics or {}).get("trial_id")),
@@ -526,7 +718,7 @@ def run_tune(
             if any(t.status == FAILED for t in trials)
             else COMPLETED,
             "experiment_path": remote.as_uri(str(experiment_path), storage_fs),
-            "resumed_from": str(context.resume_from) if context.resume_from else None,
+            "resumed_from": location_text(context.resume_from),
             "stop": stop,
             "checkpoint_score_attribute": checkpoint_score_attribute,
             "trials": [
@@ -543,6 +735,7 @@ def run_tune(
                     "best_checkpoint": remote.as_uri(str(t.best_checkpoint), storage_fs)
                     if t.best_checkpoint
                     else None,
+                    "config": configs.get(t.trial_id),
                 }
                 for t in trials
             ],
@@ -551,10 +744,9 @@ def run_tune(
     )
     if interrupted:
         signum = interrupts.stop_requested() or signal.SIGINT
-        print(
+        log.info(
             f"[{context.run_id}] Tune run stopped early; continue it with "
-            f"--resume-from {remote.as_uri(str(experiment_path), storage_fs)}",
-            flush=True,
+            f"--resume-from {remote.as_uri(str(experiment_path), storage_fs)}"
         )
         raise RunInterrupted(signum)
     errors = [result.error for result in grid if result.error]

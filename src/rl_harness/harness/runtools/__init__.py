@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from rl_harness.harness.liveness import mark_crashed
 from rl_harness.harness.runtools.args import (
     EXIT_DIFFERENT,
     EXIT_OK,
@@ -35,9 +36,16 @@ def runs_main(argv: list[str]) -> int:
         prog="rl-harness runs",
         description="Table of the runs (results/<run-id>/run_manifest.json) under PATH, oldest "
         "first. exp/lib: short commits of the experiment repo and the library, '*' when the run "
-        "had uncommitted code changes; return: the last env_runners/episode_return_mean.",
+        "had uncommitted code changes; return: the last env_runners/episode_return_mean. "
+        "status: crashed for a run recorded as running whose process is gone (killed), "
+        "running? when it runs on another host and cannot be checked from here.",
     )
     parser.add_argument("path", nargs="?", default=".", metavar="PATH", help="default: .")
+    parser.add_argument(
+        "--mark-crashed",
+        action="store_true",
+        help="record `crashed` in the manifests of the crashed runs (readers only report it)",
+    )
     try:
         args = parser.parse_args(argv)
         root = Path(args.path).expanduser()
@@ -49,6 +57,10 @@ def runs_main(argv: list[str]) -> int:
     if not records:
         print(f"no runs under {root}")
         return EXIT_OK
+    if args.mark_crashed:
+        marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
+        print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
+        records = find_runs(root)
     print(runs_table(records))
     return EXIT_OK
 
@@ -74,8 +86,10 @@ def show_main(argv: list[str]) -> int:
 def diff_main(argv: list[str]) -> int:
     parser = ToolParser(
         prog="rl-harness diff",
-        description="What differs between two runs: provenance (commits, patches, lockfile, "
-        "versions, seed, hardware, options) and final metrics. Equal fields are only counted. "
+        description="What differs between two runs: first the trained config (config.json: "
+        "lr, batch sizes, module and model config, env config, ...), then provenance (commits, "
+        "patches, lockfile, versions, seed, hardware, options) and final metrics. Equal fields "
+        "are only counted. "
         "Exit code 0 when nothing differs, 1 otherwise.",
     )
     parser.add_argument("run_a", metavar="RUN_A", help=RUN_HELP)

@@ -1,4 +1,5 @@
-"""What differs between two runs: provenance fields, saved patches and final metrics."""
+"""What differs between two runs: the trained config first, then provenance fields, saved
+patches and final metrics."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rl_harness.harness.configrecord import flat_config
 from rl_harness.harness.metrics import flatten, without_timings
 from rl_harness.harness.runtools.records import RunRecord
 from rl_harness.harness.runtools.show import number_label, short
@@ -60,6 +62,9 @@ class PatchDiff:
 
 @dataclass
 class RunDiff:
+    config: list[FieldDiff] = field(default_factory=list)  # config.json, dotted keys
+    config_equal: int = 0
+    config_missing: list[str] = field(default_factory=list)  # "a" / "b": no config.json
     provenance: list[FieldDiff] = field(default_factory=list)
     provenance_equal: int = 0
     patches: list[PatchDiff] = field(default_factory=list)
@@ -68,7 +73,12 @@ class RunDiff:
 
     @property
     def identical(self) -> bool:
-        return not (self.provenance or self.metrics or any(p.text_differs for p in self.patches))
+        return not (
+            self.config
+            or self.provenance
+            or self.metrics
+            or any(p.text_differs for p in self.patches)
+        )
 
 
 def _selected(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +114,12 @@ def _patch_diff(run_a: RunRecord, run_b: RunRecord, repo: str) -> PatchDiff | No
 
 def diff_runs(run_a: RunRecord, run_b: RunRecord) -> RunDiff:
     result = RunDiff()
+    configs = {"a": run_a.config, "b": run_b.config}
+    result.config_missing = [side for side, config in configs.items() if config is None]
+    if len(result.config_missing) < 2:
+        result.config, result.config_equal = _compare(
+            flat_config(run_a.config or {}), flat_config(run_b.config or {})
+        )
     result.provenance, result.provenance_equal = _compare(
         _selected(run_a.manifest), _selected(run_b.manifest)
     )
@@ -131,8 +147,14 @@ def _value(value: Any) -> str:
 
 def diff_text(run_a: RunRecord, run_b: RunRecord, result: RunDiff) -> str:
     lines = [f"a: {run_a.run_id}  ({run_a.path})", f"b: {run_b.run_id}  ({run_b.path})"]
+    width = max([len(d.key) for d in result.config + result.provenance + result.metrics] + [10])
+    if len(result.config_missing) == 2:
+        lines.append("config: neither run has config.json")
+    else:
+        missing = "".join(f"; run {side} has no config.json" for side in result.config_missing)
+        lines.append(f"config: {len(result.config)} differ, {result.config_equal} equal{missing}")
+        lines += [f"  {d.key:<{width}}  {_value(d.a)}  ->  {_value(d.b)}" for d in result.config]
     lines.append(f"provenance: {len(result.provenance)} differ, {result.provenance_equal} equal")
-    width = max([len(d.key) for d in result.provenance + result.metrics] + [10])
     lines += [f"  {d.key:<{width}}  {_value(d.a)}  ->  {_value(d.b)}" for d in result.provenance]
     for patch in result.patches:
         text = "text differs" if patch.text_differs else "text identical"

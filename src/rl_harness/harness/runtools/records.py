@@ -9,7 +9,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from rl_harness.harness.liveness import StatusCheck, check_status
 from rl_harness.harness.metrics import METRICS_NAME, read_metrics
+from rl_harness.harness.names import CONFIG_NAME
 from rl_harness.harness.provenance import MANIFEST_NAME
 from rl_harness.harness.runners import SUMMARY_NAME
 from rl_harness.harness.runtools.args import RunToolError
@@ -38,8 +40,18 @@ class RunRecord:
     def run_id(self) -> str:
         return str(self.manifest.get("run_id") or self.path.name)
 
+    @cached_property
+    def status_check(self) -> StatusCheck:
+        """The status readers report (`crashed` for a running record whose process is gone)."""
+        return check_status(self.manifest)
+
     @property
     def status(self) -> str:
+        """The record's status, or `crashed` (liveness.py); the manifest is never rewritten."""
+        return self.status_check.status
+
+    @property
+    def recorded_status(self) -> str:
         return str(self.manifest.get("status", "unknown"))
 
     def section(self, name: str) -> dict[str, Any]:
@@ -59,6 +71,13 @@ class RunRecord:
     def summary(self) -> dict[str, Any] | None:
         path = self.path / SUMMARY_NAME
         return _read_json(path) if path.is_file() else None
+
+    @cached_property
+    def config(self) -> dict[str, Any] | None:
+        """config.json: the resolved AlgorithmConfig the run trained with (None if absent)."""
+        path = self.path / CONFIG_NAME
+        value = _read_json(path) if path.is_file() else None
+        return value if isinstance(value, dict) else None
 
     @cached_property
     def result(self) -> Any | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from rl_harness.harness.context import new_run_id
 from rl_harness.harness.gitinfo import find_git_root, git_identity
+from rl_harness.harness.locations import is_uri
 from rl_harness.harness.provenance import (
     LIBRARY_DIST,
     find_lockfile,
@@ -184,7 +185,7 @@ def plan_reproduction(
         command += ["--artifacts-dir", str(Path(artifacts_parent).resolve())]
     resume = options.get("resume_from")
     if resume:
-        if not Path(resume).exists():
+        if not is_uri(str(resume)) and not Path(resume).exists():
             raise RunToolError(f"the recorded run resumed from {resume}, which does not exist here")
         command += ["--resume-from", str(resume)]
     cwd = find_git_root(source) or source.parent

@@ -54,6 +54,13 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 RUNS_HEADER = ("run", "experiment", "status", "seed", "exp", "lib", "duration", "return")
+UNCHECKED = "running?"  # recorded as running where this machine cannot check the process
+
+
+def status_label(record: RunRecord) -> str:
+    """`crashed` for a running record whose process is gone; `running?` when the process is
+    on another host (or unrecorded) and cannot be checked from here."""
+    return UNCHECKED if record.status_check.unchecked else record.status
 
 
 def runs_table(records: Sequence[RunRecord]) -> str:
@@ -61,7 +68,7 @@ def runs_table(records: Sequence[RunRecord]) -> str:
         (
             record.run_id,
             experiment_label(record),
-            record.status,
+            status_label(record),
             number_label(record.manifest.get("seed")),
             commit_label(record.section("experiment_repo")),
             commit_label(record.section("library")),
@@ -70,7 +77,18 @@ def runs_table(records: Sequence[RunRecord]) -> str:
         )
         for record in records
     ]
-    return table(RUNS_HEADER, rows)
+    notes = [
+        f"{UNCHECKED} {record.run_id}: recorded as running; {record.status_check.note}"
+        for record in records
+        if record.status_check.unchecked
+    ]
+    crashed = [r.run_id for r in records if r.status == "crashed" and r.recorded_status != r.status]
+    if crashed:
+        notes.append(
+            f"crashed: {len(crashed)} run(s) recorded as running whose process is gone "
+            "(`rl-harness runs --mark-crashed` records it)"
+        )
+    return "\n".join([table(RUNS_HEADER, rows), *notes])
 
 
 def _repo_line(section: dict[str, Any]) -> str:
@@ -98,7 +116,7 @@ def show_text(record: RunRecord) -> str:
     versions = record.section("versions")
     gpus = ", ".join(g.get("name", "?") for g in hardware.get("gpus") or []) or "none"
     lines = [
-        f"run         {record.run_id}  [{record.status}]",
+        f"run         {record.run_id}  [{status_label(record)}]",
         f"folder      {record.path}",
         f"experiment  {experiment.get('module')}",
         f"source      {experiment.get('source_file')}  "
@@ -123,6 +141,10 @@ def show_text(record: RunRecord) -> str:
         f"time        {m.get('started_at')} -> {m.get('ended_at') or '-'}  "
         f"({duration_label(m.get('duration_s'))})",
     ]
+    check = record.status_check
+    if check.note is not None:
+        recorded = "" if check.status == check.recorded else f" (the record says {check.recorded})"
+        lines.append(f"status      {check.status}{recorded}: {check.note}")
     error = m.get("error")
     if isinstance(error, dict):
         where = f"  (see {error['traceback_file']})" if error.get("traceback_file") else ""
@@ -145,10 +167,13 @@ def _key_values(values: dict[str, Any]) -> list[str]:
 def show_json(record: RunRecord) -> dict[str, Any]:
     return {
         "path": str(record.path),
+        "status": record.status,
+        "status_note": record.status_check.note,
         "manifest": record.manifest,
         "final_metrics": record.final_metrics,
         "metrics_rows": len(record.metrics_rows),
         "headline": {HEADLINE_METRIC: record.headline},
         "summary": record.summary,
         "result": record.result,
+        "config": record.config,
     }

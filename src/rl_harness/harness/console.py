@@ -1,0 +1,354 @@
+"""What a run shows on the console: the library's logging, progress lines, quiet Ray.
+
+Library output goes through `logging` (logger `rl_harness`, a child per module), so a
+notebook or script decides what it sees; `configure_logging()` (the CLI calls it) shows INFO
+lines on stdout and warnings on stderr. In a CLI run Ray's start-up notices (token
+authentication, "Started a local Ray instance", the new-API-stack notice, the
+`RLModule(config=)` deprecation, gputil) are kept off the console unless `--verbose`; every
+Ray log record of the driver is kept, with Ray's session logs, under
+artifacts/<run-id>/ray_logs/ when the run started its own Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LOGGER_NAME = "rl_harness"
+RAY_LOGGER = "ray"
+_MAX_KEPT_LINES = 50_000  # Ray driver log lines kept in memory until the run's end
+
+# Ray's notices at start-up and on building an RLlib algorithm: useful once, noise every run.
+RAY_NOTICES = (
+    re.compile(r"Token authentication is enabled"),
+    re.compile(r"Generated new authentication token"),
+    re.compile(r"Started a local Ray instance"),
+    re.compile(r"on the new API stack! This is the new default"),
+    re.compile(r"RLModule\(config=\[RLModuleConfig object\]\)"),
+    re.compile(r"Install gputil for GPU system monitoring"),
+)
+
+QUIET_ENVIRON = {"RAY_AIR_NEW_OUTPUT": "0"}
+
+
+def get_logger(module: str) -> logging.Logger:
+    """The logger of a library module: `rl_harness.<module path below rl_harness>`."""
+    return logging.getLogger(module if module.startswith(LOGGER_NAME) else LOGGER_NAME)
+
+
+class ConsoleHandler(logging.Handler):
+    """INFO and below to stdout, WARNING and above to stderr; the streams are looked up at
+    each record, so redirections made later (pytest's capture, a notebook cell) see them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Show the library's messages (progress lines, run status, warnings) on the console.
+
+    The CLI calls it for every run; call it in a notebook or script to see progress there.
+    `verbose` also shows debug lines. Calling it again replaces the earlier handler.
+    """
+    library = logging.getLogger(LOGGER_NAME)
+    for handler in list(library.handlers):
+        if isinstance(handler, ConsoleHandler):
+            library.removeHandler(handler)
+    handler = ConsoleHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    library.addHandler(handler)
+    library.setLevel(logging.DEBUG if verbose else logging.INFO)
+    library.propagate = False  # shown once, not again by a root handler
+
+
+class _NoticeFilter(logging.Filter):
+    """Lets through Ray's warnings and errors, except the known start-up notices."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False
+        message = record.getMessage()
+        return not any(pattern.search(message) for pattern in RAY_NOTICES)
+
+
+class _KeepLines(logging.Handler):
+    """Every Ray record of the driver, formatted as Ray does, for ray_logs/driver.log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.setFormatter(
+            logging.Formatter("%(asctime)s\t%(levelname)s %(filename)s:%(lineno)s -- %(message)s")
+        )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.lines) < _MAX_KEPT_LINES:
+            self.lines.append(self.format(record))
+
+
+@dataclass
+class _Quiet:
+    wanted: bool = False
+    notice_filter: _NoticeFilter = field(default_factory=_NoticeFilter)
+    filtered: list[logging.Handler] = field(default_factory=list)
+    kept: _KeepLines | None = None
+    keeping: list[logging.Logger] = field(default_factory=list)  # loggers `kept` is on
+    warning_filters: list[Any] | None = None
+    environ: dict[str, str | None] = field(default_factory=dict)  # variables set, old values
+
+
+_quiet = _Quiet()
+
+
+def quiet_ray(wanted: bool = True) -> None:
+    """For this run (a CLI run without --verbose): keep Ray's notices off the console.
+
+    Applied now if Ray is imported, else when the harness starts Ray (`apply_quiet_ray`).
+    """
+    release_quiet_ray()
+    _quiet.wanted = wanted
+    if wanted:
+        # Tune's console reporter (a configuration box, "View detailed results here", ...):
+        # the legacy reporter at verbose=0 prints nothing; our progress lines stay.
+        for name, value in QUIET_ENVIRON.items():
+            _quiet.environ[name] = os.environ.get(name)
+            os.environ[name] = value
+        _quiet.warning_filters = list(warnings.filters)
+        # The same notices when they arrive as Python warnings (e.g. from RLlib's modules).
+        warnings.filterwarnings("ignore", message=r".*RLModule\(config=")
+        warnings.filterwarnings("ignore", message=r".*gputil")
+        apply_quiet_ray()
+
+
+def _ray_loggers() -> list[logging.Logger]:
+    """Ray's logger and those of its children with handlers of their own (`ray.rllib`)."""
+    children = [
+        logger
+        for name, logger in sorted(logging.Logger.manager.loggerDict.items())
+        if name.startswith(RAY_LOGGER + ".")
+        and isinstance(logger, logging.Logger)
+        and logger.handlers
+    ]
+    return [logging.getLogger(RAY_LOGGER), *children]
+
+
+def apply_quiet_ray() -> None:
+    """Filter the console handlers of Ray's loggers and keep their records (idempotent).
+
+    Called again after `ray.init()` and whenever Ray may have added a handler."""
+    if not _quiet.wanted or RAY_LOGGER not in sys.modules:
+        return
+    if _quiet.kept is None:
+        _quiet.kept = _KeepLines()
+    for logger in _ray_loggers():
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and handler not in _quiet.filtered:
+                handler.addFilter(_quiet.notice_filter)
+                _quiet.filtered.append(handler)
+        # Records of a logger that does not propagate never reach `ray`: keep them there.
+        top = logger.name == RAY_LOGGER or not logger.propagate
+        if top and logger not in _quiet.keeping:
+            logger.addHandler(_quiet.kept)
+            _quiet.keeping.append(logger)
+
+
+def ray_log_to_driver() -> bool:
+    """`ray.init(log_to_driver=...)`: Ray's worker output reaches the console unless quiet
+    (it stays in Ray's session logs, which the run keeps under its artifacts)."""
+    return not _quiet.wanted
+
+
+def release_quiet_ray() -> list[str]:
+    """Undo `quiet_ray`; returns the Ray driver log lines kept meanwhile."""
+    for handler in _quiet.filtered:
+        handler.removeFilter(_quiet.notice_filter)
+    _quiet.filtered.clear()
+    lines: list[str] = []
+    if _quiet.kept is not None:
+        for logger in _quiet.keeping:
+            logger.removeHandler(_quiet.kept)
+        _quiet.keeping.clear()
+        lines = _quiet.kept.lines
+        _quiet.kept = None
+    for name, value in _quiet.environ.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _quiet.environ.clear()
+    if _quiet.warning_filters is not None:
+        warnings.filters[:] = _quiet.warning_filters
+        warnings._filters_mutated()  # type: ignore[attr-defined]
+        _quiet.warning_filters = None
+    _quiet.wanted = False
+    return lines
+
+
+def ray_logs_dir() -> Path | None:
+    """The log folder of the Ray session this process is connected to, if any."""
+    try:
+        import ray
+
+        node = ray._private.worker.global_worker.node  # no public accessor in Ray 2.60
+        return Path(node.get_logs_dir_path())
+    except Exception:
+        return None
+
+
+def _special(folder: str, names: list[str]) -> list[str]:
+    """Sockets and other special files in Ray's session folder: not copied."""
+    return [n for n in names if not (Path(folder, n).is_file() or Path(folder, n).is_dir())]
+
+
+def keep_ray_logs(dest: Path, session_logs: Path | None, driver_lines: list[str]) -> None:
+    """Copy Ray's session logs and the kept driver log lines into `dest` (best effort)."""
+    log = get_logger(__name__)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        if driver_lines:
+            from rl_harness.harness.names import RAY_DRIVER_LOG
+
+            (dest / RAY_DRIVER_LOG).write_text("\n".join(driver_lines) + "\n", encoding="utf-8")
+        if session_logs is not None and session_logs.is_dir():
+            shutil.copytree(session_logs, dest / "session", dirs_exist_ok=True, ignore=_special)
+    except OSError as error:
+        log.warning(f"warning: could not keep Ray's logs in {dest}: {error}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress lines
+
+BAR_WIDTH = 20
+
+
+def duration_text(seconds: float) -> str:
+    """0.4s, 12s, 3m05s, 1h02m."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    filled = int(round(min(max(fraction, 0.0), 1.0) * width))
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+
+
+@dataclass
+class Progress:
+    """The progress line of one run (or one Tune trial): env steps/s and an ETA.
+
+    Rates come from wall-clock time between this object's rows (the first row uses its own
+    `time_this_iter_s`). The ETA follows the stop criterion: iterations to go times the mean
+    iteration time so far, or env steps to go over the mean rate.
+    """
+
+    label: str
+    iteration_target: int | None = None
+    steps_target: float | None = None
+    bar: bool = False  # a text progress bar (stdout is a terminal)
+    _last_time: float | None = None
+    _last_steps: float | None = None
+    _seconds: float = 0.0  # wall time of the iterations seen
+    _iterations: int = 0
+    _steps: float = 0.0  # env steps of the iterations seen
+
+    def line(self, row: Mapping[str, Any]) -> str:
+        now = time.monotonic()
+        steps = row.get(STEPS_KEY)
+        elapsed = (
+            now - self._last_time
+            if self._last_time is not None
+            else float(row.get("time_this_iter_s") or 0.0)
+        )
+        rate = None
+        if isinstance(steps, int | float):
+            done = steps - self._last_steps if self._last_steps is not None else None
+            if done is None:
+                sampled = row.get("env_runners/num_env_steps_sampled")
+                done = float(sampled) if isinstance(sampled, int | float) else None
+            if done is not None and elapsed > 0:
+                rate = done / elapsed
+                self._steps += done
+            self._last_steps = float(steps)
+        self._last_time = now
+        self._seconds += max(elapsed, 0.0)
+        self._iterations += 1
+        return self._format(row, rate)
+
+    def _fraction_and_eta(self, row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        iteration = row.get("training_iteration")
+        if self.iteration_target and isinstance(iteration, int | float):
+            left = self.iteration_target - iteration
+            per_iteration = self._seconds / self._iterations
+            return iteration / self.iteration_target, max(left, 0) * per_iteration
+        steps = row.get(STEPS_KEY)
+        if self.steps_target and isinstance(steps, int | float):
+            mean_rate = self._steps / self._seconds if self._seconds > 0 else 0.0
+            left = max(self.steps_target - steps, 0.0)
+            eta = left / mean_rate if mean_rate > 0 else None
+            return steps / self.steps_target, eta
+        return None, None
+
+    def _format(self, row: Mapping[str, Any], rate: float | None) -> str:
+        from rl_harness.harness.metrics import progress_parts
+
+        fraction, eta = self._fraction_and_eta(row)
+        head = f"[{self.label}]"
+        if self.bar and fraction is not None:
+            head += " " + progress_bar(fraction)
+        parts = progress_parts(row, self.iteration_target)
+        if rate is not None and math.isfinite(rate):
+            # after "steps N", or after the iteration when the row has no step count
+            at = next((i + 1 for i, p in enumerate(parts) if p.startswith("steps ")), 1)
+            parts.insert(at, f"{rate:,.0f} steps/s")
+        if eta is not None:
+            parts.append(f"ETA {duration_text(eta)}")
+        return f"{head} " + " | ".join(parts)
+
+
+def stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def result_summary(result: Mapping[str, Any], limit: int = 12) -> str | None:
+    """The headline scalars of a recipe's result: its top-level numbers, in its order."""
+    numbers = [
+        (str(key), value)
+        for key, value in result.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    if not numbers:
+        return None
+    shown = [
+        f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in numbers[:limit]
+    ]
+    if len(numbers) > limit:
+        shown.append(f"(+{len(numbers) - limit} more in result.json)")
+    return " | ".join(shown)
