@@ -1,0 +1,160 @@
+"""Does PPO, rewarded for guessing the next MESS3 token, build the belief-state geometry?
+
+What it shows: the agent sees the last 10 tokens of passive MESS3 (x 0.05, alpha 0.85) and
+is paid 1 whenever its action is the token the process emits next (NextTokenTask). With
+gamma 0 each guess is scored by its own reward alone (a contextual bandit), whose best
+policy is the Bayes-optimal guess argmax_k P(next token = k | belief). Its agent is the
+belief-geometry paper's transformer (Shai et al. 2024): d_model 64, 4 pre-norm layers, 1
+head of width 8, ReLU MLP of width 256, learned positions, a strict 10-token window. The
+question: as its greedy accuracy climbs toward the Bayes-optimal accuracy, does an affine
+probe of its post-final-norm residual recover the exact belief (the fractal), also within
+branches of equal last 2 tokens, and how does that compare with the supervised leaf at the
+same tokens?
+
+Run (from the experiment repo):
+
+    uv run rl-harness experiments.mess3_token_guess.ppo.experiment --smoke
+    uv run rl-harness experiments.mess3_token_guess.ppo.experiment --seed 0
+    uv run rl-harness experiments.mess3_token_guess.ppo.experiment \
+        --hardware-profile single-gpu          # FULL: 2.5M env steps
+
+Writes results/<run-id>/probe_metrics.json (accuracy and probe at step 0 and at log-spaced
+checkpoints, every residual depth at the last one, the exact ceilings), fractal.png and
+learning_curve.png; result.json holds the summary (shared.summary).
+
+Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
+Results to expect: see the study README (CPU budget, 3 seeds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from experiments.mess3_token_guess import shared
+from rl_harness import RunContext, run_algorithm
+from rl_harness.envs.hmm import ENV_ID
+from rl_harness.learners.models import TransformerActorCritic
+
+
+@dataclass(frozen=True)
+class Budget:
+    iterations: int  # PPO iterations (one algo.train() each)
+    train_batch: int  # env steps (= guessed tokens) per iteration
+    minibatch: int  # SGD minibatch size
+    num_epochs: int  # SGD passes over each train batch
+    num_envs: int  # vectorized env copies per env runner
+    probe_episodes: int  # probe episodes at every checkpoint (a quarter held out)
+    warmup_steps: int  # played before recording, so the 10-token window is full
+    probe_steps: int  # recorded steps per probe episode
+    n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
+
+
+# One small iteration and small probes: checks the recipe end to end.
+SMOKE = Budget(
+    iterations=1,
+    train_batch=1024,
+    minibatch=256,
+    num_epochs=1,
+    num_envs=8,
+    probe_episodes=8,
+    warmup_steps=16,
+    probe_steps=32,
+    n_bootstrap=50,
+)
+# CPU default: meant to fit 30 minutes end to end on 2 cores (measured: study README).
+CPU = Budget(
+    iterations=24,
+    train_batch=32_768,
+    minibatch=4096,
+    num_epochs=6,
+    num_envs=32,
+    probe_episodes=64,
+    warmup_steps=16,
+    probe_steps=256,
+    n_bootstrap=1000,
+)
+# 77 x 32,768 = 2,523,136 env steps (>= 2.5M), for the single-gpu hardware profile.
+FULL = Budget(
+    iterations=77,
+    train_batch=32_768,
+    minibatch=4096,
+    num_epochs=6,
+    num_envs=64,
+    probe_episodes=256,
+    warmup_steps=16,
+    probe_steps=256,
+    n_bootstrap=1000,
+)
+
+# The belief-geometry paper's transformer on the env's newest-first 10-token window.
+MODEL_CONFIG = {
+    "context_len": shared.TOKEN_WINDOW,
+    "newest_first": True,
+    "d_model": 64,
+    "num_layers": 4,
+    "num_heads": 1,
+    "d_head": 8,
+    "ff_dim": 256,
+    "mlp_activation": "relu",
+    "positions": "learned",
+    "final_norm": True,
+}
+
+
+def budget(context: RunContext) -> Budget:
+    """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
+    if context.smoke:
+        return SMOKE
+    return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
+
+
+def module_spec() -> RLModuleSpec:
+    return RLModuleSpec(module_class=TransformerActorCritic, model_config=MODEL_CONFIG)
+
+
+def build_config(plan: Budget) -> PPOConfig:
+    """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
+    return (
+        PPOConfig()
+        .environment(ENV_ID, env_config=shared.env_config(info=[]))
+        .env_runners(
+            num_envs_per_env_runner=plan.num_envs,
+            gym_env_vectorize_mode="vector_entry_point",
+        )
+        .training(
+            train_batch_size_per_learner=plan.train_batch,
+            minibatch_size=plan.minibatch,
+            num_epochs=plan.num_epochs,
+            # The token-guess family's PPO settings: a guess never changes the process, so
+            # gamma 0 and lambda 0 are exact (the advantage is the reward less the value).
+            lr=1e-4,
+            gamma=0.0,
+            lambda_=0.0,
+            clip_param=0.2,
+            vf_loss_coeff=0.5,
+            entropy_coeff=0.0,
+        )
+        .rl_module(rl_module_spec=module_spec())
+    )
+
+
+def run(context: RunContext) -> dict:
+    plan = budget(context)
+    # One checkpoint per iteration; the analysis probes the log-spaced ones.
+    result = run_algorithm(build_config(plan), context, stop=plan.iterations, checkpoint_every=1)
+    record = shared.analyze(
+        context,
+        label="ppo",
+        module_spec=module_spec(),
+        plan=plan,
+        training_curve=shared.TrainingCurve(
+            key="env_runners/episode_return_mean",
+            per="env_runners/episode_len_mean",
+            label="training hit rate (sampled guesses)",
+            references={"Bayes-optimal": shared.ceilings()["bayes_optimal_accuracy"]},
+        ),
+    )
+    return shared.summary(result, record)

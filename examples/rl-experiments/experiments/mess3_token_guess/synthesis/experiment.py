@@ -1,0 +1,198 @@
+"""The study's comparison: PPO against supervised next-token training, over training.
+
+What it shows: for each leaf (ppo, supervised) over its runs (training seeds): greedy
+accuracy against the exact Bayes-optimal accuracy of a 10-token observer, and the affine
+probe's R² from the post-final-norm residual to the exact belief (global and within
+branches of equal last 2 tokens), at the end (mean and 95% Student-t interval across runs,
+rl_harness.analysis.comparison, the machinery of `rl-harness compare`) and at every probed
+checkpoint from step 0 on (mean, min and max across runs at each env-step count: the
+schedule is the same for every run of a budget).
+
+Runs read: the completed runs under `<study>/<leaf>/results/` (or under
+`$MESS3_TOKEN_GUESS_RUNS/<leaf>/results/` when set) of the same kind as this run (smoke runs
+with --smoke, others without). Runs from different library commits are refused except in
+smoke mode (the error names them).
+
+Run (from the experiment repo, after the training leaves):
+
+    uv run rl-harness experiments.mess3_token_guess.synthesis.experiment --smoke
+    uv run rl-harness experiments.mess3_token_guess.synthesis.experiment
+
+Writes results/<run-id>/study_table.md (ceilings, the final comparison and the table over
+training), over_training.json, over_training.png, and comparison.md/.json/.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.mess3_token_guess import shared
+from rl_harness import RunContext, write_json
+from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
+
+TRAINING_LEAVES = ("ppo", "supervised")
+RUNS_ENV = "MESS3_TOKEN_GUESS_RUNS"  # a study root holding <leaf>/results/<run-id>/
+# result.json keys of each training run (see shared.summary).
+METRICS = [
+    "greedy_accuracy",
+    "fraction_of_bayes_optimal",
+    "probe_r2",
+    "probe_r2_within_branch",
+    "step0_probe_r2",
+    "step0_probe_r2_within_branch",
+]
+OVER_TRAINING = ("greedy_accuracy", "r2", "r2_within_branch")
+
+
+def study_root(context: RunContext) -> Path:
+    return Path(os.environ.get(RUNS_ENV) or context.experiment_dir.parent)
+
+
+def run_folders(root: Path, smoke: bool) -> dict[str, list[Path]]:
+    """{leaf: completed run folders whose smoke flag equals `smoke`}."""
+    folders: dict[str, list[Path]] = {}
+    for leaf in TRAINING_LEAVES:
+        for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
+            record = json.loads(manifest.read_text(encoding="utf-8"))
+            options = record.get("options") or {}
+            if record.get("status") == "completed" and bool(options.get("smoke")) == smoke:
+                folders.setdefault(leaf, []).append(manifest.parent)
+    return folders
+
+
+def over_training(folders: Mapping[str, Sequence[Path]]) -> dict[str, list[dict[str, Any]]]:
+    """{leaf: one row per probed env-step count: n runs and, per metric, mean/min/max}."""
+    table: dict[str, list[dict[str, Any]]] = {}
+    for leaf, paths in folders.items():
+        by_steps: dict[int, list[Mapping[str, Any]]] = {}
+        for path in paths:
+            record = json.loads((path / "probe_metrics.json").read_text(encoding="utf-8"))
+            for point in record["checkpoints"]:
+                by_steps.setdefault(int(point["env_steps"]), []).append(point)
+        rows = []
+        for steps in sorted(by_steps):
+            points = by_steps[steps]
+            row: dict[str, Any] = {"env_steps": steps, "n_runs": len(points)}
+            for metric in OVER_TRAINING:
+                values = np.array(
+                    [p[metric] for p in points if p.get(metric) is not None], dtype=np.float64
+                )
+                row[metric] = (
+                    {
+                        "mean": float(values.mean()),
+                        "min": float(values.min()),
+                        "max": float(values.max()),
+                    }
+                    if values.size
+                    else None
+                )
+            rows.append(row)
+        table[leaf] = rows
+    return table
+
+
+def over_training_markdown(table: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    def cell(value: Mapping[str, float] | None) -> str:
+        if value is None:
+            return "undefined"
+        if value["min"] == value["max"]:
+            return f"{value['mean']:.3f}"
+        return f"{value['mean']:.3f} ({value['min']:.3f}-{value['max']:.3f})"
+
+    lines = [
+        "| leaf | env steps | runs | greedy accuracy | probe R² | within-branch R² |",
+        "|---|---|---|---|---|---|",
+    ]
+    for leaf, rows in table.items():
+        for row in rows:
+            lines.append(
+                f"| {leaf} | {row['env_steps']:,} | {row['n_runs']} | "
+                + " | ".join(cell(row[m]) for m in OVER_TRAINING)
+                + " |"
+            )
+    return "\n".join(lines) + "\n\nMean over runs (min-max) at each probed checkpoint.\n"
+
+
+def ceilings_markdown(values: Mapping[str, float]) -> str:
+    return (
+        "| reference (exact, mixed-state presentation) | value |\n|---|---|\n"
+        f"| Bayes-optimal accuracy, 10-token window | {values['bayes_optimal_accuracy']:.4f} |\n"
+        f"| Bayes-optimal accuracy, newest token only | {values['newest_token_accuracy']:.4f} |\n"
+        f"| uniform guess | {values['uniform_accuracy']:.4f} |\n"
+        f"| H(X11 given X1..X10), bits | {values['window_entropy_bits']:.4f} |\n"
+    )
+
+
+def plot_over_training(path: Path, table: Mapping[str, Sequence[Mapping[str, Any]]]) -> Path:
+    """over_training.png: mean (band: min-max over runs) of each metric against env steps."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, len(OVER_TRAINING))
+    for index, (leaf, rows) in enumerate(table.items()):
+        x = np.array([max(row["env_steps"], 1) for row in rows], dtype=np.float64)
+        for ax, metric in zip(axes, OVER_TRAINING, strict=True):
+            values = [row[metric] for row in rows]
+            mean = np.array([v["mean"] if v else np.nan for v in values])
+            low = np.array([v["min"] if v else np.nan for v in values])
+            high = np.array([v["max"] if v else np.nan for v in values])
+            ax.plot(x, mean, "o-", color=f"C{index}", label=leaf)
+            ax.fill_between(x, low, high, color=f"C{index}", alpha=0.2)
+    values = shared.ceilings()
+    axes[0].axhline(values["bayes_optimal_accuracy"], ls="--", color="k", lw=1, label="Bayes")
+    axes[0].axhline(values["newest_token_accuracy"], ls=":", color="k", lw=1, label="newest token")
+    for ax, metric in zip(axes, OVER_TRAINING, strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel("env steps (step 0 at 1)")
+        ax.set_title(metric.replace("_", " "))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def run(context: RunContext) -> dict:
+    root = study_root(context)
+    folders = run_folders(root, context.smoke)
+    if not folders:
+        kind = "smoke" if context.smoke else "non-smoke"
+        raise RuntimeError(
+            f"no completed {kind} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
+            "run the training leaves first"
+        )
+    every = [path for paths in folders.values() for path in paths]
+    comparison = compare_runs(every, METRICS, allow_mixed=context.smoke)
+    files = write_comparison(comparison, context.results_dir)
+    table = over_training(folders)
+    write_json(context.results_dir / "over_training.json", table)
+    plot_over_training(context.results_dir / "over_training.png", table)
+    study_table = context.results_dir / "study_table.md"
+    study_table.write_text(
+        "# MESS3 token guess: PPO and supervised next-token training\n\n"
+        + ceilings_markdown(shared.ceilings())
+        + "\n## At the end of training\n\n"
+        + comparison_markdown(comparison)
+        + "\n## Over training\n\n"
+        + over_training_markdown(table),
+        encoding="utf-8",
+    )
+    return {
+        "runs": len(comparison.runs),
+        "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
+        "bayes_optimal_accuracy": shared.ceilings()["bayes_optimal_accuracy"],
+        "greedy_accuracy": {
+            arm.arm: arm.metrics["greedy_accuracy"].mean for arm in comparison.arms
+        },
+        "probe_r2_within_branch": {
+            arm.arm: arm.metrics["probe_r2_within_branch"].mean for arm in comparison.arms
+        },
+        "files": [path.name for path in [study_table, *files]]
+        + ["over_training.json", "over_training.png"],
+    }

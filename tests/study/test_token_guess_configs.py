@@ -1,0 +1,253 @@
+"""Fast checks of the token-guess study (experiments.mess3_token_guess): each training leaf
+builds the config the issue specifies for every budget, the two leaves differ only in their
+loss, the exact ceilings, the checkpoint choice, the passive probe episodes and the
+synthesis tables."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+from experiments.mess3_token_guess import shared
+from experiments.mess3_token_guess.synthesis import experiment as synthesis
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+from rl_harness import make_context
+from rl_harness.analysis import collect_rollouts, info_target
+from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
+from rl_harness.envs.mess3 import bayes_optimal_next_token_reward
+from rl_harness.learners.models import TransformerActorCritic
+from rl_harness.losses import InfoTargetsToBatch, SupervisedNextTokenLossMixin
+
+STUDY = "experiments.mess3_token_guess"
+TRAINING_LEAVES = {
+    "ppo": f"{STUDY}.ppo.experiment",
+    "supervised": f"{STUDY}.supervised.experiment",
+}
+PAPER_MODEL = {
+    "context_len": 10,
+    "newest_first": True,
+    "d_model": 64,
+    "num_layers": 4,
+    "num_heads": 1,
+    "d_head": 8,
+    "ff_dim": 256,
+    "mlp_activation": "relu",
+    "positions": "learned",
+    "final_norm": True,
+}
+
+
+def recipe(leaf: str):
+    return importlib.import_module(TRAINING_LEAVES[leaf])
+
+
+def budgets(module):
+    return {"SMOKE": module.SMOKE, "CPU": module.CPU, "FULL": module.FULL}
+
+
+def _built_module(config):
+    env = HMMVectorEnv(1, config.env_config)
+    spec = config.rl_module_spec
+    spec.observation_space, spec.action_space = (
+        env.single_observation_space,
+        env.single_action_space,
+    )
+    env.close()
+    return spec.build(), env
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_leaf_builds_the_issues_config(leaf, plan_name):
+    module = recipe(leaf)
+    plan = budgets(module)[plan_name]
+    config = module.build_config(plan)
+    config.validate()
+    assert config.env == ENV_ID
+    env_config = HMMEnvConfig.from_mapping(config.env_config)  # the env's own validation
+    assert env_config.model == "rl_harness.envs.mess3:mess3_model"
+    assert env_config.model_kwargs == {"x": 0.05, "alpha": 0.85}
+    assert env_config.task == "rl_harness.envs.mess3.tasks:NextTokenTask"
+    # Token-only observations: the last 10 tokens, nothing else.
+    assert (env_config.token_window, env_config.action_window) == (10, 0)
+    assert not (env_config.include_belief or env_config.include_state)
+    assert not env_config.include_decision_belief and env_config.observation_delay == 0
+    assert config.train_batch_size_per_learner == plan.train_batch
+    assert config.minibatch_size == plan.minibatch and config.num_epochs == plan.num_epochs
+    assert (config.lr, config.gamma, config.lambda_, config.entropy_coeff) == (1e-4, 0.0, 0.0, 0.0)
+    built, env = _built_module(config)
+    assert isinstance(built, TransformerActorCritic) and not built.is_stateful()
+    assert config.rl_module_spec.model_config == PAPER_MODEL
+    assert env.single_observation_space.shape == (30,)  # 10 one-hot tokens
+    assert sum(p.numel() for p in built.parameters()) == 143_204
+    assert issubclass(config.learner_class, PPOTorchLearner)
+    supervised = leaf == "supervised"
+    assert issubclass(config.learner_class, SupervisedNextTokenLossMixin) is supervised
+    pipeline = config.build_learner_connector(env.single_observation_space, env.single_action_space)
+    ours = [c for c in pipeline.connectors if isinstance(c, InfoTargetsToBatch)]
+    if supervised:
+        assert [c.targets for c in ours] == [{"next_token": ("token", 1)}]
+        assert "token" in env_config.info
+    else:
+        assert ours == [] and env_config.info == ()
+        assert (config.clip_param, config.vf_loss_coeff) == (0.2, 0.5)
+    assert module.build_config(plan) is not config
+
+
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_budgets_are_what_the_recipe_states(leaf, tmp_path):
+    module = recipe(leaf)
+    smoke, cpu, full = module.SMOKE, module.CPU, module.FULL
+    assert smoke.iterations * smoke.train_batch <= 2048
+    for plan in (cpu, full):
+        assert (plan.train_batch, plan.minibatch, plan.num_epochs) == (32_768, 4096, 6)
+    assert full.iterations * full.train_batch >= 2_500_000
+    assert (full.iterations - 1) * full.train_batch < 2_500_000  # the least that reaches it
+    assert cpu.iterations < full.iterations
+    for plan in (smoke, cpu, full):
+        assert plan.warmup_steps >= shared.TOKEN_WINDOW  # probes read full windows
+        assert plan.warmup_steps + plan.probe_steps <= shared.EPISODE_LENGTH
+        assert plan.probe_episodes >= 4
+
+    def context(**options):
+        return make_context(tmp_path, experiment_module=TRAINING_LEAVES[leaf], **options)
+
+    assert module.budget(context(smoke=True)) == smoke
+    assert module.budget(context()) == cpu
+    assert module.budget(context(hardware_profile="single-gpu")) == full
+
+
+def _science(config) -> dict:
+    """What both leaves must share: the env (but its info), the model, sampling, the budget's
+    training part and the optimizer."""
+    env = {k: v for k, v in config.env_config.items() if k != "info"}
+    keys = ("num_envs_per_env_runner", "train_batch_size_per_learner", "minibatch_size")
+    keys += ("num_epochs", "lr", "gamma", "lambda_", "entropy_coeff", "seed")
+    return {k: getattr(config, k) for k in keys} | {
+        "env": env,
+        "model": config.rl_module_spec.model_config,
+        "module": config.rl_module_spec.module_class,
+    }
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+def test_leaves_differ_only_in_the_loss(plan_name):
+    ppo, supervised = recipe("ppo"), recipe("supervised")
+    assert _science(ppo.build_config(budgets(ppo)[plan_name])) == _science(
+        supervised.build_config(budgets(supervised)[plan_name])
+    )
+    assert asdict(budgets(ppo)[plan_name]) == asdict(budgets(supervised)[plan_name])
+    assert synthesis.TRAINING_LEAVES == ("ppo", "supervised")
+
+
+def test_ceilings_are_exact_and_agree_with_filtering():
+    values = shared.ceilings()
+    # The newest-token ceiling by hand: sum_k max_j P(x1 = k, x2 = j) from the stationary
+    # start (MESS3's is uniform), P(k, j) = pi T(k) T(j) 1.
+    hmm = shared.model()
+    pi, tokens = hmm.stationary_distribution(), hmm.token_matrices
+    pairs = np.einsum("i,kij,mjl->km", pi, tokens, tokens)
+    assert values["newest_token_accuracy"] == pytest.approx(pairs.max(axis=1).sum(), abs=1e-12)
+    assert values["bayes_optimal_accuracy"] == pytest.approx(0.689577, abs=1e-6)
+    # Ten tokens already give what unbounded memory gives, to 1e-6; the long-run filtering
+    # estimate (a Monte Carlo average over exact beliefs) agrees within its noise.
+    assert values["bayes_optimal_accuracy_12_tokens"] == pytest.approx(
+        values["bayes_optimal_accuracy"], abs=1e-6
+    )
+    assert bayes_optimal_next_token_reward(hmm) == pytest.approx(
+        values["bayes_optimal_accuracy"], abs=2e-3
+    )
+    assert values["newest_token_accuracy"] < values["bayes_optimal_accuracy"]
+    assert values["window_entropy_bits"] == pytest.approx(1.1447, abs=5e-4)  # ~1.15 bits
+    assert values["token_entropy_bits"] == pytest.approx(np.log2(3))
+
+
+def test_log_spaced_checkpoints():
+    assert shared.log_spaced(list(range(1, 25))) == [1, 2, 4, 8, 16, 24]
+    assert shared.log_spaced(list(range(1, 17))) == [1, 2, 4, 8, 16]
+    assert shared.log_spaced([1]) == [1]
+    assert shared.log_spaced([3, 5, 6]) == [6]
+    assert shared.log_spaced([]) == []
+
+
+def test_expected_accuracy_is_the_chosen_tokens_probability():
+    hmm = shared.model()
+    beliefs = np.array([[[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]]])
+    # P(next token | state 0) = (alpha, b, b) after the move: state 0 stays with 1 - 2x.
+    next_tokens = beliefs @ hmm.token_matrices.sum(axis=2).T
+    result = shared.expected_accuracy(hmm, beliefs, np.array([[0, 0]]))
+    assert result["greedy"] == pytest.approx((next_tokens[0, 0, 0] + next_tokens[0, 1, 0]) / 2)
+    assert result["bayes_optimal"] == pytest.approx(next_tokens.max(-1).mean())
+    assert result["greedy"] < result["bayes_optimal"]  # token 0 is wrong for the 2nd belief
+
+
+def test_probe_episodes_are_the_same_for_every_module():
+    # Passive process + seeded episodes: two different modules see the same tokens and
+    # beliefs (what lets the analysis compare checkpoints on one set of episodes).
+    spec = recipe("ppo").module_spec()
+    rollouts = [
+        collect_rollouts(
+            shared.fresh_module(spec, seed),
+            shared._probe_env,
+            n_episodes=4,
+            episode_steps=20,
+            warmup_steps=12,
+            seed=3,
+            target=info_target("belief"),
+            num_envs=4,
+            representation=shared.residual_reader,
+        )
+        for seed in (1, 2)
+    ]
+    assert np.array_equal(rollouts[0].observations, rollouts[1].observations)
+    assert np.array_equal(rollouts[0].targets, rollouts[1].targets)
+    assert not np.array_equal(rollouts[0].representations, rollouts[1].representations)
+    names = shared.residual_names(shared.fresh_module(spec, 1))
+    assert names == ["embed", "block_1", "block_2", "block_3", "block_4", "final_norm"]
+    assert rollouts[0].representations.shape == (4, 20, 6 * 64)
+    # The windows are full after the warm-up: every one of the 10 positions holds a token.
+    assert np.all(rollouts[0].observations.reshape(4, 20, 10, 3).sum(-1) == 1)
+
+
+def _write_run(root, leaf, name, points, smoke=False):
+    folder = root / leaf / "results" / name
+    folder.mkdir(parents=True)
+    manifest = {"status": "completed", "options": {"smoke": smoke}}
+    (folder / "run_manifest.json").write_text(json.dumps(manifest))
+    (folder / "probe_metrics.json").write_text(json.dumps({"checkpoints": points}))
+    return folder
+
+
+def test_synthesis_tables_over_training(tmp_path):
+    def point(steps, accuracy, r2, within):
+        return {
+            "env_steps": steps,
+            "greedy_accuracy": accuracy,
+            "r2": r2,
+            "r2_within_branch": within,
+        }
+
+    _write_run(tmp_path, "ppo", "a", [point(0, 0.3, 0.8, None), point(100, 0.6, 0.9, 0.5)])
+    _write_run(tmp_path, "ppo", "b", [point(0, 0.3, 0.8, None), point(100, 0.7, 0.95, 0.7)])
+    _write_run(tmp_path, "supervised", "c", [point(0, 0.3, 0.8, None)])
+    _write_run(tmp_path, "supervised", "d", [point(0, 0.2, 0.1, 0.1)], smoke=True)
+    folders = synthesis.run_folders(tmp_path, smoke=False)
+    assert {leaf: [p.name for p in paths] for leaf, paths in folders.items()} == {
+        "ppo": ["a", "b"],
+        "supervised": ["c"],
+    }
+    table = synthesis.over_training(folders)
+    last = table["ppo"][1]
+    assert (last["env_steps"], last["n_runs"]) == (100, 2)
+    assert last["greedy_accuracy"] == pytest.approx({"mean": 0.65, "min": 0.6, "max": 0.7})
+    assert last["r2_within_branch"] == pytest.approx({"mean": 0.6, "min": 0.5, "max": 0.7})
+    assert table["ppo"][0]["r2_within_branch"] is None  # undefined in every run
+    markdown = synthesis.over_training_markdown(table)
+    assert "| ppo | 100 | 2 | 0.650 (0.600-0.700) | 0.925 (0.900-0.950) |" in markdown
+    assert "| supervised | 0 | 1 | 0.300 | 0.800 | undefined |" in markdown
+    path = synthesis.plot_over_training(tmp_path / "over.png", table)
+    assert path.stat().st_size > 10_000
