@@ -1,6 +1,7 @@
 """MESS3 occupancy control: env steps/s with continuous actions, and belief_vi's cost.
 
 Run: .venv/bin/python bench/occupancy_control.py [--burst 0.05] [--rounds 30] [--skip-solver]
+     [--ceilings-only]
 
 Part 1, env steps/s at 1, 16 and 256 copies, side by side in one run (short bursts in turn,
 median of `--rounds`): "per-env sync" and "batched" are built the way RLlib 2.60's env runner
@@ -13,6 +14,11 @@ are clipped. Targets at 256 copies: batched >= 10x per-env, raw numpy within 3x 
 Part 2, belief_vi (delay 1 and 0; beta 4, w_max 5, alpha 0.85) at grids of 30, 45 and 60
 intervals per edge, no cache: seconds per solve and how far the value moves under
 refinement (the target: grid 30 within 1e-3 of the finest, in a few minutes on 2 cores).
+
+Part 3, the ceilings at the study's setting (delay 1, then 0), each solver at its defaults in
+an empty temporary cache, one after the other (stack_k reuses the cached stack_{k-1}, so its
+seconds are its own): seconds, value, converged, iterations, residual. The window solvers'
+global search is the costly part (stack_3: about a minute on 2 quiet cores).
 """
 
 from __future__ import annotations
@@ -98,15 +104,52 @@ def solver_cost() -> None:
     print("target: grid 30 within 1e-3 of the finest grid (the solver's default is 30)")
 
 
+def ceilings() -> None:
+    import tempfile
+
+    from rl_harness.envs.mess3.solvers import (
+        OccupancyProblem,
+        solve_belief_vi,
+        solve_oracle,
+        solve_stack,
+    )
+
+    problem = OccupancyProblem(alpha=0.85, w_max=5.0, beta=4.0)
+    print()
+    print("ceilings, beta 4, w_max 5, alpha 0.85, occupancy {2}, empty cache")
+    header = f"{'delay':>6}  {'solver':<10}{'seconds':>9}{'value':>11}"
+    print(f"{header}{'converged':>11}{'iterations':>12}{'residual':>11}")
+    with tempfile.TemporaryDirectory() as cache:
+        for delay in (1, 0):
+            solves: list[Callable] = [lambda: solve_oracle(problem, cache=cache)] * (delay == 1)
+            solves += [lambda d=delay: solve_belief_vi(problem, d, cache=cache)]
+            solves += [
+                lambda d=delay, k=k: solve_stack(problem, d, k, cache=cache) for k in (1, 2, 3)
+            ]
+            for solve in solves:
+                start = time.perf_counter()
+                solution = solve()
+                seconds = time.perf_counter() - start
+                print(
+                    f"{delay:>6}  {solution.name:<10}{seconds:>9.1f}{solution.value:>11.6f}"
+                    f"{solution.converged!s:>11}{solution.iterations:>12}{solution.residual:>11.1e}"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--burst", type=float, default=0.05, help="seconds per burst")
     parser.add_argument("--rounds", type=int, default=30, help="bursts per column")
     parser.add_argument("--skip-solver", action="store_true", help="only the env part")
+    parser.add_argument("--ceilings-only", action="store_true", help="only part 3")
     args = parser.parse_args()
+    if args.ceilings_only:
+        ceilings()
+        return
     throughput(args.burst, args.rounds)
     if not args.skip_solver:
         solver_cost()
+        ceilings()
 
 
 if __name__ == "__main__":

@@ -131,3 +131,42 @@ def test_stack_k_never_falls_below_stack_k_minus_1(tmp_path, monkeypatch):
         assert exact == pytest.approx(solution.value, abs=1e-12)
         values.append(solution.value)
     assert values[0] <= values[1] + 1e-12 <= values[2] + 2e-12
+
+
+@pytest.mark.slow
+def test_independent_searches_find_nothing_better_at_delay_1(tmp_path):
+    """scipy's differential evolution (reactive) and L-BFGS-B from uniform random starts with
+    finite-difference gradients (stack_2), each with its own seed, and the solver's own search
+    with another seed and 4x the random starts: none finds a better table."""
+    from scipy.optimize import differential_evolution, minimize
+
+    reactive = solve_reactive(PROBLEM, 1, cache=tmp_path)
+    stack_2 = solve_stack(PROBLEM, 1, 2, cache=tmp_path)
+
+    def negative(flat: np.ndarray) -> np.ndarray:  # (n_params, batch) -> (batch,)
+        return -table_values(PROBLEM, 1, flat.T.reshape(flat.shape[1], -1, 2))
+
+    evolved = differential_evolution(
+        negative,
+        [(-5.0, 5.0)] * 6,
+        vectorized=True,
+        updating="deferred",
+        seed=2026,
+        popsize=20,
+        maxiter=400,
+        tol=1e-12,
+    )
+    assert -evolved.fun <= reactive.value + 1e-9
+    rng = np.random.default_rng(2026)
+    local = [
+        -minimize(
+            lambda x: negative(x[:, None])[0],
+            rng.uniform(-5.0, 5.0, 18),
+            method="L-BFGS-B",
+            bounds=[(-5.0, 5.0)] * 18,
+        ).fun
+        for _ in range(40)
+    ]
+    assert max(local) <= stack_2.value + 1e-9
+    again = solve_stack(PROBLEM, 1, 2, seed=1, n_starts=256, cache=tmp_path)
+    assert again.value == pytest.approx(stack_2.value, abs=1e-9)

@@ -121,6 +121,26 @@ def test_stack_2_finds_the_corner_optimum_the_old_solver_missed(cache):
     assert "all 4**9 corner tables scanned" in solution.search
 
 
+@pytest.mark.slow
+def test_stack_3_at_the_study_setting(cache):
+    """Minutes: stack_3 at delay 1 tops stack_2, earns its value in the env, and a second
+    search with another seed and 3x the random starts finds the same value."""
+    stack_2 = solve_stack(PROBLEM, 1, 2, cache=cache)
+    solution = solve_stack(PROBLEM, 1, 3, cache=cache)
+    assert solution.converged and solution.residual < 1e-6
+    assert solution.value > stack_2.value + 0.05
+    assert solution.value == pytest.approx(0.367939, abs=1e-6)
+    assert "no 3-window corner/edge/zero move improves the best" in solution.search
+
+    def act(obs, info, env):
+        return solution.policy(visible_tokens(obs, env.layout, 3))
+
+    mean, error = realized(PROBLEM, 1, act)
+    assert abs(mean - solution.value) < 4 * error
+    again = solve_stack(PROBLEM, 1, 3, seed=1, n_starts=192, cache=cache)
+    assert again.value == pytest.approx(solution.value, abs=1e-9)
+
+
 def test_solutions_are_cached_by_their_parameters(tmp_path, monkeypatch):
     first = solve_oracle(PROBLEM, cache=tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
