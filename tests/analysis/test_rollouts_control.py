@@ -59,10 +59,12 @@ def build(module_class, make_env, seed: int = 0):
 
 
 class StepReadGRU(GRUActorCritic):
-    """A stateful module with its own per-step read: the hidden state plus a marker."""
+    """A stateful module with its own per-step read (one step, no time axis, as
+    StatefulTransformerActorCritic's): the hidden state plus a marker."""
 
     def encode_step(self, batch):
-        return self.encode(batch)[:, -1] + 100.0
+        step = {"obs": batch["obs"][:, None], "state_in": batch["state_in"]}
+        return self.encode(step)[:, 0] + 100.0
 
 
 @pytest.fixture(scope="module")

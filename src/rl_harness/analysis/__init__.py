@@ -5,6 +5,11 @@
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
+    replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
+    compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
+    paired_difference(...) / conditional_permutation_null(...)   tests of the differences
+    probe_layers(module, rollouts, ...)             every block's residual, one replay
+    probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
     plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
     mixed_state_scatter(beliefs, probabilities, ax=...)  a mixed-state presentation
 
@@ -18,6 +23,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rl_harness.analysis.checkpoint_probes import (
+        CheckpointProbe,
+        plot_probe_over_training,
+        probe_checkpoints,
+    )
     from rl_harness.analysis.checkpoints import (
         DEFAULT_MODULE_ID,
         RunCheckpoint,
@@ -27,6 +37,7 @@ if TYPE_CHECKING:
         module_ids,
         run_checkpoints,
     )
+    from rl_harness.analysis.layer_probes import LayerProbes, probe_layers
     from rl_harness.analysis.plots import (
         barycentric_xy,
         mixed_state_scatter,
@@ -37,14 +48,26 @@ if TYPE_CHECKING:
     from rl_harness.analysis.probes import (
         AffineProbe,
         Estimate,
+        HeldOutScores,
         PermutationNull,
         ProbeEvaluation,
         ProbeReport,
         WithinBranchReport,
         branch_ids,
+        conditional_permutation_null,
         evaluate_probe,
         fit_affine,
+        held_out_scores,
+        paired_difference,
         permutation_null,
+        quantile_bins,
+        window_features,
+    )
+    from rl_harness.analysis.replay import (
+        replay_observations,
+        replay_rollouts,
+        replay_rollouts_named,
+        residual_representations,
     )
     from rl_harness.analysis.rollouts import (
         ModuleStepper,
@@ -56,6 +79,12 @@ if TYPE_CHECKING:
         rllib_action_transform,
     )
     from rl_harness.analysis.run_artifacts import RunArtifacts
+    from rl_harness.analysis.windows import (
+        WindowRegressor,
+        WindowTable,
+        compare_with_windows,
+        fit_window_baselines,
+    )
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -89,11 +118,33 @@ _EXPORTS = {
     "permutation_null": "rl_harness.analysis.probes",
     "WithinBranchReport": "rl_harness.analysis.probes",
     "PermutationNull": "rl_harness.analysis.probes",
+    "HeldOutScores": "rl_harness.analysis.probes",
+    "conditional_permutation_null": "rl_harness.analysis.probes",
+    "held_out_scores": "rl_harness.analysis.probes",
+    "paired_difference": "rl_harness.analysis.probes",
+    "quantile_bins": "rl_harness.analysis.probes",
+    "window_features": "rl_harness.analysis.probes",
+    "replay_observations": "rl_harness.analysis.replay",
+    "replay_rollouts": "rl_harness.analysis.replay",
+    "replay_rollouts_named": "rl_harness.analysis.replay",
+    "residual_representations": "rl_harness.analysis.replay",
+    "WindowRegressor": "rl_harness.analysis.windows",
+    "WindowTable": "rl_harness.analysis.windows",
+    "compare_with_windows": "rl_harness.analysis.windows",
+    "fit_window_baselines": "rl_harness.analysis.windows",
+    "LayerProbes": "rl_harness.analysis.layer_probes",
+    "probe_layers": "rl_harness.analysis.layer_probes",
+    "CheckpointProbe": "rl_harness.analysis.checkpoint_probes",
+    "plot_probe_over_training": "rl_harness.analysis.checkpoint_probes",
+    "probe_checkpoints": "rl_harness.analysis.checkpoint_probes",
 }
 __all__ = [
     "AffineProbe",
+    "CheckpointProbe",
     "DEFAULT_MODULE_ID",
     "Estimate",
+    "HeldOutScores",
+    "LayerProbes",
     "ModuleStepper",
     "PermutationNull",
     "ProbeEvaluation",
@@ -101,26 +152,42 @@ __all__ = [
     "Rollouts",
     "RunArtifacts",
     "RunCheckpoint",
+    "WindowRegressor",
+    "WindowTable",
     "WithinBranchReport",
     "barycentric_xy",
     "branch_ids",
     "collect_rollouts",
+    "compare_with_windows",
+    "conditional_permutation_null",
     "encode_representation",
     "evaluate_probe",
     "fit_affine",
+    "fit_window_baselines",
+    "held_out_scores",
     "info_target",
     "load_algorithm",
     "load_module",
     "mixed_state_scatter",
     "module_checkpoint_dir",
     "module_ids",
+    "paired_difference",
     "permutation_null",
     "plot_belief_simplex",
     "plot_learning_curve",
+    "plot_probe_over_training",
+    "probe_checkpoints",
+    "probe_layers",
+    "quantile_bins",
     "random_actions",
+    "replay_observations",
+    "replay_rollouts",
+    "replay_rollouts_named",
+    "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",
     "simplex_scatter",
+    "window_features",
 ]
 
 

@@ -8,9 +8,15 @@ private env or module attributes.
 
 Stateful modules (`is_stateful()`) are stepped as RLlib's env runner steps them: one
 observation at a time with a time axis of 1, STATE_IN batched from `get_initial_state()`
-and each step's STATE_OUT fed back. A module whose representation at one step is not the
-same as `encode` of that one-step batch (a transformer reading a cache) exposes
-`encode_step(batch) -> (N, d)` taking that same batch.
+and each step's STATE_OUT fed back. A stateful module with its own per-step read exposes
+`encode_step(batch) -> representation (N, d)` or `(representation, state_out)` taking one
+step *without* a time axis (obs (N, *obs_shape) and STATE_IN), as
+`StatefulTransformerActorCritic` does; others are read through `encode` of the one-step
+batch. An extractor may also return a mapping of named (N, d) tensors (e.g.
+`rl_harness.analysis.replay.residual_representations`, every block's residual); the
+stepper then returns a dict of arrays (replay uses it; `collect_rollouts` takes one tensor).
+An extractor that returns `(representation, state_out)` lets `ModuleStepper.read` (replay:
+no actions) skip the forward pass.
 
 Timing: record t pairs the module's representation after it has read observation t with
 the info returned alongside observation t (reset info for t = 0), and the reward of the
@@ -44,7 +50,9 @@ if TYPE_CHECKING:
     from gymnasium.vector import VectorEnv
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-RepresentationExtractor = Callable[["RLModule", dict[str, Any]], torch.Tensor]
+# An extractor returns (N, d) (or (N, 1, d)), a mapping of named ones, or either paired with
+# the module's state after the step (which lets a replay skip the forward pass).
+RepresentationExtractor = Callable[["RLModule", dict[str, Any]], Any]
 TargetExtractor = Callable[[Mapping[str, Any]], np.ndarray]
 ActionTransform = Callable[[np.ndarray], np.ndarray]
 Policy = Literal["greedy", "sample", "random"]
@@ -55,15 +63,34 @@ DEFAULT_STREAM = ("analysis", "rollouts")
 # module does not import RLlib.
 OBS, STATE_IN, STATE_OUT = "obs", "state_in", "state_out"
 ACTION_DIST_INPUTS = "action_dist_inputs"
+PREV_ACTIONS = "prev_actions"  # rl_harness.learners.models.prev_action.PREV_ACTIONS
 
 
-def encode_representation(module: RLModule, batch: dict[str, Any]) -> torch.Tensor:
-    """The module's public per-step representation: `encode_step(batch)` if the module has
-    one (stateful modules whose step read differs from `encode`), else `encode(batch)`."""
-    for name in ("encode_step", "encode"):
-        method = getattr(module, name, None)
-        if callable(method):
-            return method(batch)
+def step_batch(batch: dict[str, Any]) -> dict[str, Any]:
+    """A stateful one-step batch (time axis of 1) as one step without a time axis: what
+    `encode_step` / `encode_step_residuals` take (obs, prev_actions squeezed, state kept)."""
+    out = dict(batch)
+    for key in (OBS, PREV_ACTIONS):
+        if key in out:
+            out[key] = out[key][:, 0]
+    return out
+
+
+def encode_representation(
+    module: RLModule, batch: dict[str, Any]
+) -> torch.Tensor | tuple[torch.Tensor, Any]:
+    """The module's public per-step representation of the stepper's batch.
+
+    A stateful module with `encode_step` is read through it on the step without its time
+    axis (what it returns: the representation, or (representation, state_out)); any other
+    module through `encode(batch)`.
+    """
+    method = getattr(module, "encode_step", None)
+    if callable(method) and module.is_stateful():
+        return method(step_batch(batch))
+    method = getattr(module, "encode", None)
+    if callable(method):
+        return method(batch)
     raise TypeError(
         f"{type(module).__name__} has no public encode_step(batch) or encode(batch); pass a "
         "representation extractor that reads the module's representation through its public API"
@@ -147,6 +174,10 @@ class Rollouts:
     rewards: np.ndarray  # (n_episodes, T)
     episode_ids: np.ndarray  # (n_episodes,) 0..n-1, in collection order
     episode_seeds: np.ndarray  # (n_episodes,) the reset seed of each episode
+    # (n_episodes, warmup_steps, *obs_shape): what the module read before recording, so a
+    # replay (`rl_harness.analysis.replay`) rebuilds the same carried state.
+    warmup_observations: np.ndarray | None = None
+    num_envs: int | None = None  # episodes stepped together (a replay may batch the same)
 
     @property
     def n_episodes(self) -> int:
@@ -166,6 +197,14 @@ def _map_state(fn: Callable[[Any], Any], state: Any) -> Any:
     if isinstance(state, list | tuple):
         return type(state)(_map_state(fn, value) for value in state)
     return fn(state)
+
+
+def _zip_state(fn: Callable[[Any, Any], Any], first: Any, second: Any) -> Any:
+    if isinstance(first, Mapping):
+        return {key: _zip_state(fn, value, second[key]) for key, value in first.items()}
+    if isinstance(first, list | tuple):
+        return type(first)(_zip_state(fn, a, b) for a, b in zip(first, second, strict=True))
+    return fn(first, second)
 
 
 def _module_device(module: RLModule) -> torch.device:
@@ -213,37 +252,78 @@ class ModuleStepper:
 
         return _map_state(tile, self.module.get_initial_state())
 
-    def step(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(actions (N, ...), representations (N, d)) for one batch of observations."""
-        tensor = torch.as_tensor(np.asarray(obs), device=self.device)
+    def reset_rows(self, rows: np.ndarray) -> None:
+        """Start new episodes in the copies where `rows` (N,) is True: their carried state
+        goes back to `get_initial_state()` (stateless modules carry none)."""
+        mask = torch.as_tensor(np.asarray(rows, dtype=bool), device=self.device)
+        if not self.stateful or not bool(mask.any()):
+            return
+        initial = self.initial_state()
+
+        def where(fresh: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+            shaped = mask.reshape(-1, *([1] * (current.dim() - 1)))
+            return torch.where(shaped, fresh, current)
+
+        self.state = _zip_state(where, initial, self.state)
+
+    def step(self, obs: np.ndarray) -> tuple[np.ndarray, Any]:
+        """(actions (N, ...), representations) for one batch of observations:
+        representations (N, d), or {name: (N, d)} when the extractor returns a mapping."""
+        actions, features = self._advance(obs, act=True)
+        return actions, features
+
+    def read(self, obs: np.ndarray) -> Any:
+        """The representations of `step` without choosing actions (replay). When the
+        extractor also returns the state after the step (as `encode_step` does), the
+        module's forward pass is skipped: that state is the one acting would carry."""
+        return self._advance(obs, act=False)[1]
+
+    def _advance(self, obs: np.ndarray, *, act: bool) -> tuple[np.ndarray | None, Any]:
+        # Contiguous, as an env returns them: a strided slice of a recorded array would take
+        # other kernels and round differently.
+        tensor = torch.as_tensor(np.ascontiguousarray(obs), device=self.device)
         if tensor.shape[0] != self.num_envs:
             raise ValueError(f"expected {self.num_envs} observations, got {tensor.shape[0]}")
         batch: dict[str, Any] = {OBS: tensor[:, None] if self.stateful else tensor}
         if self.stateful:
             batch[STATE_IN] = self.state
+        actions = None
         with torch.inference_mode():
-            features = self.representation(self.module, batch)
-            out = (
-                self.module.forward_exploration(batch)
-                if self.explore
-                else self.module.forward_inference(batch)
-            )
-            dist = self.dist_class.from_logits(out[ACTION_DIST_INPUTS])
-            if not self.explore:
-                dist = dist.to_deterministic()
-            actions = dist.sample()
+            read = self.representation(self.module, batch)
+            features, state_out = read if isinstance(read, tuple) else (read, None)
+            if act or (self.stateful and state_out is None):
+                out = (
+                    self.module.forward_exploration(batch)
+                    if self.explore
+                    else self.module.forward_inference(batch)
+                )
+                if self.stateful:
+                    if STATE_OUT not in out:
+                        raise KeyError(
+                            f"stateful {type(self.module).__name__} returned no {STATE_OUT!r}"
+                        )
+                    state_out = out[STATE_OUT]
+                if act:
+                    dist = self.dist_class.from_logits(out[ACTION_DIST_INPUTS])
+                    if not self.explore:
+                        dist = dist.to_deterministic()
+                    actions = dist.sample()
+                    actions = (actions[:, 0] if self.stateful else actions).cpu().numpy()
         if self.stateful:
-            if STATE_OUT not in out:
-                raise KeyError(f"stateful {type(self.module).__name__} returned no {STATE_OUT!r}")
-            self.state = out[STATE_OUT]
-            features = features[:, 0] if features.dim() >= 3 else features
-            actions = actions[:, 0]
+            self.state = state_out
+        if isinstance(features, Mapping):
+            return actions, {name: self._features(value) for name, value in features.items()}
+        return actions, self._features(features)
+
+    def _features(self, features: torch.Tensor) -> np.ndarray:
+        if self.stateful and features.dim() >= 3:
+            features = features[:, 0]
         if features.dim() != 2 or features.shape[0] != self.num_envs:
             raise ValueError(
                 f"the representation extractor must give (N, d) (or (N, 1, d) for a stateful "
                 f"module), got {tuple(features.shape)}"
             )
-        return actions.cpu().numpy(), features.float().cpu().numpy()
+        return features.float().cpu().numpy()
 
 
 def _collect_batch(
@@ -263,9 +343,17 @@ def _collect_batch(
     stepper = ModuleStepper(module, n, representation=representation, policy=policy)
     obs, info = env.reset(seed=seeds)
     observations, features, targets, actions, rewards = [], [], [], [], []
+    warmup: list[np.ndarray] = []
     total = warmup_steps + episode_steps
     for t in range(total):
         action, feature = stepper.step(preprocess(obs) if preprocess else obs)
+        if not isinstance(feature, np.ndarray):
+            raise TypeError(
+                "collect_rollouts records one representation per step: the extractor returned "
+                "a mapping (replay the rollouts with replay_named_representations instead)"
+            )
+        if t < warmup_steps:
+            warmup.append(np.asarray(obs))
         if policy == "random":
             action = random_actions(env.single_action_space, n, action_rng)
         elif action_transform is not None:
@@ -285,7 +373,13 @@ def _collect_batch(
                 f"{total}; collect at most as many steps as the shortest episode"
             )
     parts = (observations, features, targets, actions, rewards)
-    return tuple(np.stack(part, axis=1) for part in parts)
+    first = np.asarray(observations[0])
+    history = (
+        np.stack(warmup, axis=1)
+        if warmup
+        else np.zeros((n, 0, *first.shape[1:]), dtype=first.dtype)
+    )
+    return (*(np.stack(part, axis=1) for part in parts), history)
 
 
 def collect_rollouts(
@@ -354,7 +448,7 @@ def collect_rollouts(
                     env.close()
     finally:
         module.train(was_training)
-    observations, features, targets, actions, rewards = (
+    observations, features, targets, actions, rewards, warmup = (
         np.concatenate(p) for p in zip(*parts, strict=True)
     )
     return Rollouts(
@@ -365,4 +459,6 @@ def collect_rollouts(
         rewards=rewards,
         episode_ids=np.arange(n_episodes),
         episode_seeds=np.asarray(seeds, dtype=np.int64),
+        warmup_observations=warmup,
+        num_envs=num_envs,
     )

@@ -3,7 +3,10 @@
 Pure NumPy/SciPy: `fit_affine` / `AffineProbe` (least squares with bias, optional ridge),
 `episode_sums` / `scores` (R² per target and pooled, RMSE, MSE, baselines),
 `split_episodes`, `bootstrap_weights` / `percentile_interval`, within-branch R²
-(`branch_ids`, `branch_sums`, `within_scores`), a permutation null (`permutation_null`), and
+(`branch_ids`, `branch_sums`, `within_scores`), permutation nulls (`permutation_null` of the
+global R², `conditional_permutation_null` of the within-branch R²), held-out scores of any
+predictions and paired bootstrap differences (`held_out_scores`, `paired_difference`),
+windows of a sequence and binned actions (`window_features`, `quantile_bins`), and
 `evaluate_probe`, which composes them into a `ProbeReport` (with `to_dict()`).
 """
 
@@ -27,11 +30,25 @@ from rl_harness.analysis.probes.evaluate import (
     WithinBranchReport,
     evaluate_probe,
 )
-from rl_harness.analysis.probes.permutation import PermutationNull, permutation_null
+from rl_harness.analysis.probes.paired import HeldOutScores, held_out_scores, paired_difference
+from rl_harness.analysis.probes.permutation import (
+    PermutationNull,
+    conditional_permutation_null,
+    permutation_null,
+    within_branch_shuffle,
+)
 from rl_harness.analysis.probes.scores import EpisodeSums, Scores, episode_sums, scores
 from rl_harness.analysis.probes.split import split_episodes
+from rl_harness.analysis.probes.windows import quantile_bins, window_features
 
 __all__ = [
+    "HeldOutScores",
+    "conditional_permutation_null",
+    "held_out_scores",
+    "paired_difference",
+    "quantile_bins",
+    "window_features",
+    "within_branch_shuffle",
     "AffineProbe",
     "BranchSums",
     "PermutationNull",

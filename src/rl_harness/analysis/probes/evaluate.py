@@ -1,7 +1,8 @@
 """Fit an affine probe on training episodes and score it on held-out ones, with intervals.
 
 Optional extras: within-branch R² (steps grouped by their last k visible tokens, see
-`branches.py`) and a permutation null (see `permutation.py`). A target whose held-out values
+`branches.py`), a permutation null of the global R² and a conditional one (targets shuffled
+within branches) of the within-branch R² (see `permutation.py`). A target whose held-out values
 never vary (variance at most `variance_tol` times its mean square) has no R²: it is reported
 as None with the reason, and the pooled R² leaves it out and lists it.
 """
@@ -17,7 +18,11 @@ import numpy as np
 from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
 from rl_harness.analysis.probes.bootstrap import Estimate, bootstrap_weights, estimates
 from rl_harness.analysis.probes.branches import branch_ids, branch_sums, within_scores
-from rl_harness.analysis.probes.permutation import PermutationNull, permutation_null
+from rl_harness.analysis.probes.permutation import (
+    PermutationNull,
+    conditional_permutation_null,
+    permutation_null,
+)
 from rl_harness.analysis.probes.scores import episode_sums, scores
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.seeding import stream_rng
@@ -50,6 +55,7 @@ class WithinBranchReport:
     n_branches: int  # distinct branches among the held-out steps
     n_branches_used: int  # those with at least 2 steps
     n_steps_used: int
+    permutation: PermutationNull | None = None  # conditional null (targets shuffled in branches)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: _to_json(value) for name, value in self.__dict__.items()}
@@ -100,6 +106,9 @@ class ProbeEvaluation:
     train_episodes: np.ndarray  # indices into the episode axis
     test_episodes: np.ndarray
     test_predictions: np.ndarray  # (n_test_episodes, T, k)
+    # (n_bootstrap, n_test_episodes) episode counts of the intervals: pass them to
+    # `paired_difference` to compare another predictor on the same resamples.
+    bootstrap_weights: np.ndarray | None = None
 
 
 def _finite_or_none(value: np.ndarray) -> float | None:
@@ -140,15 +149,19 @@ def evaluate_probe(
     branch_tokens: np.ndarray | None = None,
     branch_k: int | None = None,
     n_permutations: int = 0,
+    n_within_permutations: int = 0,
     variance_tol: float = VARIANCE_TOL,
 ) -> ProbeEvaluation:
     """Probe (n_episodes, T, d) representations for (n_episodes, T, k) targets.
 
     With `branch_tokens` ((E, T) or (E, T, m) visible tokens) and `branch_k`, also report
-    within-branch R² over the last `branch_k` tokens. With `n_permutations` > 0, also a
-    permutation null of the pooled R². The split, the bootstrap and the permutations draw
-    from the named streams `(*stream, "split")`, `(*stream, "bootstrap")` and
-    `(*stream, "permutation")` of `seed`.
+    within-branch R² over the last `branch_k` tokens (`branch_tokens` may hold any discrete
+    codes per step, e.g. tokens and binned actions side by side). With `n_permutations` > 0,
+    also a permutation null of the pooled R²; with `n_within_permutations` > 0, a
+    conditional null of the within-branch R² (`within_branch.permutation`). The split, the
+    bootstrap and the permutations draw from the named streams `(*stream, "split")`,
+    `(*stream, "bootstrap")`, `(*stream, "permutation")` and
+    `(*stream, "within_permutation")` of `seed`.
     """
     x = _episode_array("representations", representations)
     y = _episode_array("targets", targets)
@@ -228,6 +241,20 @@ def evaluate_probe(
         keep = np.array([name not in missing for name in names])
         point_w = within_scores(sums.total(), keep)
         boot_w = within_scores(sums.weighted(weights), keep)
+        within_null = None
+        if n_within_permutations and np.isfinite(point_w.r2_pooled[0]):
+            within_null = conditional_permutation_null(
+                x[train],
+                y[train],
+                x[test],
+                y[test],
+                branches[train],
+                branches[test],
+                ridge=ridge,
+                n_permutations=n_within_permutations,
+                rng=stream_rng(seed, *stream, "within_permutation"),
+                include=keep,
+            )
         within = WithinBranchReport(
             k=int(branch_k),
             r2_pooled=one(point_w.r2_pooled[0], boot_w.r2_pooled),
@@ -238,6 +265,7 @@ def evaluate_probe(
             n_branches=len(np.unique(branches[test])),
             n_branches_used=int(total.branches_used[0]),
             n_steps_used=int(total.steps_used[0]),
+            permutation=within_null,
         )
 
     null = None
@@ -280,4 +308,4 @@ def evaluate_probe(
         within_branch=within,
         permutation=null,
     )
-    return ProbeEvaluation(report, probe, train, test, test_pred)
+    return ProbeEvaluation(report, probe, train, test, test_pred, weights)

@@ -1,10 +1,25 @@
-"""A permutation null for a probe's held-out R²: is the fit better than chance pairings?
+"""Permutation nulls for a probe's held-out R²: is the fit better than chance pairings?
 
-Each permutation pairs every episode's representations with another episode's targets (train
-episodes shuffled among themselves for the refit, held-out episodes among themselves for the
-score), refits the probe and scores it on the held-out episodes. Whole episodes move, so
-what depends on the step index alone (e.g. a fixed reset belief) survives the shuffle and the
-null is not flattered by it. All refits share one SVD of the train representations.
+`permutation_null` (the global pooled R²): each permutation pairs every episode's
+representations with another episode's targets (train episodes shuffled among themselves for
+the refit, held-out episodes among themselves for the score), refits the probe and scores it
+on the held-out episodes. Whole episodes move, so what depends on the step index alone (e.g.
+a fixed reset belief) survives the shuffle and the null is not flattered by it. All refits
+share one SVD of the train representations.
+
+`conditional_permutation_null` (the within-branch pooled R²): is there information about the
+target in the representation *beyond* the branch (e.g. the last k visible tokens)? Each
+permutation shuffles the targets among the steps of the same branch, across episodes (train
+steps among train steps, held-out among held-out), refits and scores the within-branch R²
+on the held-out steps. Branch means and within-branch variances survive the shuffle; only
+the pairing of a representation with its own target inside a branch is broken. Exact under
+the null when targets are exchangeable within a branch; steps of one episode are correlated
+in time, which the shuffle ignores, so read p as approximate for serially dependent data.
+
+p-values are (1 + #{null >= observed}) / (1 + n_permutations): never below the floor
+1 / (1 + n_permutations), which every record states (`p_value_floor`). A null value counts
+as reaching the observed one within a relative 1e-9 (a refit on targets shuffled within
+branches that the representation cannot tell apart gives the observed value up to rounding).
 """
 
 from __future__ import annotations
@@ -15,21 +30,32 @@ from typing import Any
 import numpy as np
 
 PERMUTATION_CHUNK = 32  # refits solved together (memory: chunk * n_train_steps * k floats)
+TIE_TOLERANCE = 1e-9  # relative: a null value this close to the observed one reaches it
+GLOBAL = "r2_pooled (targets shuffled between whole episodes)"
+WITHIN = "within_branch r2_pooled (targets shuffled among steps of the same branch)"
 
 
 @dataclass(frozen=True)
 class PermutationNull:
-    """The observed pooled R², the null distribution and the one-sided p-value."""
+    """The observed statistic, its null distribution and the one-sided p-value."""
 
     observed: float
-    null_r2_pooled: list[float]
+    null_r2_pooled: list[float]  # the null values of `statistic`
     p_value: float  # (1 + #{null >= observed}) / (1 + n_permutations)
+    statistic: str = GLOBAL
+
+    @property
+    def p_value_floor(self) -> float:
+        """The smallest p-value this many permutations can give: 1 / (1 + n_permutations)."""
+        return 1.0 / (1 + len(self.null_r2_pooled))
 
     def to_dict(self) -> dict[str, Any]:
         null = np.asarray(self.null_r2_pooled)
         return {
+            "statistic": self.statistic,
             "observed": self.observed,
             "p_value": self.p_value,
+            "p_value_floor": self.p_value_floor,
             "n_permutations": len(self.null_r2_pooled),
             "null_mean": float(null.mean()),
             "null_q95": float(np.quantile(null, 0.95)),
@@ -63,10 +89,7 @@ def permutation_null(
     Permutation p draws `rng.permutation(n_train)` then `rng.permutation(n_test)`.
     `include` picks the targets the pooled R² uses (as in `scores`).
     """
-    if isinstance(n_permutations, bool) or not isinstance(n_permutations, int):
-        raise ValueError(f"n_permutations must be a positive int, got {n_permutations!r}")
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be a positive int, got {n_permutations!r}")
+    _check_count(n_permutations)
     n_train, _, d = x_train.shape
     n_test, k = x_test.shape[0], y_train.shape[2]
     keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
@@ -87,9 +110,99 @@ def permutation_null(
         shuffled = np.stack([y_test[test].reshape(-1, k) for _, test in chunk])
         sse = ((shuffled - predictions) ** 2).sum(axis=1)  # (chunk, k)
         null[start : start + len(chunk)] = 1.0 - (sse * keep).sum(-1) / (sst * keep).sum()
-    exceed = int(np.sum(null >= observed))
+    return _null(observed, null, GLOBAL)
+
+
+def _null(observed: float, null: np.ndarray, statistic: str) -> PermutationNull:
+    reach = observed - TIE_TOLERANCE * max(1.0, abs(observed))
+    exceed = int(np.sum(null >= reach))
     return PermutationNull(
         observed=float(observed),
         null_r2_pooled=[float(v) for v in null],
-        p_value=(1 + exceed) / (1 + n_permutations),
+        p_value=(1 + exceed) / (1 + len(null)),
+        statistic=statistic,
     )
+
+
+def _check_count(n_permutations: int) -> None:
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, int):
+        raise ValueError(f"n_permutations must be a positive int, got {n_permutations!r}")
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be a positive int, got {n_permutations!r}")
+
+
+def within_branch_shuffle(branches: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """An index array `order` (n,) such that `values[order]` shuffles `values` among the
+    steps of each branch (labels (n,)): order[i] is a step of the same branch as i."""
+    labels = np.asarray(branches).ravel()
+    grouped = np.argsort(labels, kind="stable")  # each branch's steps in their own order
+    shuffled = np.lexsort((rng.random(labels.size), labels))  # each branch's steps at random
+    order = np.empty_like(grouped)
+    order[grouped] = shuffled
+    return order
+
+
+def conditional_permutation_null(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    branches_train: np.ndarray,
+    branches_test: np.ndarray,
+    *,
+    ridge: float,
+    n_permutations: int,
+    rng: np.random.Generator,
+    include: np.ndarray | None = None,
+) -> PermutationNull:
+    """Null of the held-out within-branch pooled R² when targets are shuffled among steps of
+    the same branch (arrays (E, T, m), branch labels (E, T) on one labelling for train and
+    test). The observed value is computed here by the same solver (unshuffled), so it and
+    the null values differ only by the shuffle. Permutation p draws the train order, then
+    the test order (`within_branch_shuffle`)."""
+    _check_count(n_permutations)
+    n_train, _, d = x_train.shape
+    k = y_train.shape[2]
+    keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
+    x = x_train.reshape(-1, d)
+    x_mean = x.mean(axis=0)
+    y_flat = y_train.reshape(-1, k)
+    y_mean = y_flat.mean(axis=0)  # a shuffle leaves the mean alone
+    solver = _ridge_solver(x - x_mean, ridge)
+    x_test_c = x_test.reshape(-1, d) - x_mean
+    y_test_flat = y_test.reshape(-1, k)
+    labels_train = np.asarray(branches_train).ravel()
+    labels_test = np.asarray(branches_test).ravel()
+    if labels_train.size != len(x) or labels_test.size != len(x_test_c):
+        raise ValueError("branch labels must cover the train and test steps, (E, T) each")
+    # Within-branch SST over branches with >= 2 held-out steps: a shuffle within branches
+    # leaves it (and which steps are used) unchanged.
+    _, inverse, counts = np.unique(labels_test, return_inverse=True, return_counts=True)
+    used = counts[inverse] >= 2
+    sums = np.stack([np.bincount(inverse, y_test_flat[:, j]) for j in range(k)], -1)
+    centered = y_test_flat - (sums / counts[:, None])[inverse]
+    sst = ((centered**2) * used[:, None]).sum(axis=0)
+    denominator = (sst * keep).sum()
+    if not denominator > 0:
+        raise ValueError("the held-out targets never vary within branches: no within-branch R²")
+
+    def within_r2(train_targets: np.ndarray, test_targets: np.ndarray) -> np.ndarray:
+        """(P,) within-branch pooled R² of probes refit on (n_train, P * k) targets."""
+        p = train_targets.shape[1] // k
+        weights = (solver @ train_targets).reshape(d, p, k)
+        predictions = np.einsum("nd,dpk->pnk", x_test_c, weights) + y_mean
+        sse = (((test_targets - predictions) ** 2) * used[None, :, None]).sum(axis=1)
+        return 1.0 - (sse * keep).sum(-1) / denominator
+
+    observed = float(within_r2(y_flat - y_mean, y_test_flat[None])[0])
+    orders = [
+        (within_branch_shuffle(labels_train, rng), within_branch_shuffle(labels_test, rng))
+        for _ in range(n_permutations)
+    ]
+    null = np.empty(n_permutations)
+    for start in range(0, n_permutations, PERMUTATION_CHUNK):
+        chunk = orders[start : start + PERMUTATION_CHUNK]
+        targets = np.stack([y_flat[train] - y_mean for train, _ in chunk], 1)
+        shuffled = np.stack([y_test_flat[test] for _, test in chunk])
+        null[start : start + len(chunk)] = within_r2(targets.reshape(len(x), -1), shuffled)
+    return _null(observed, null, WITHIN)

@@ -1,0 +1,106 @@
+"""Where the target appears: a probe of every named representation (each block's residual).
+
+`probe_layers(module, rollouts, ...)` replays the rollouts once through the module with an
+extractor of named representations (default `replay.residual_representations`: "embed",
+"block_1".."block_L" before the final norm, "final_norm" after it) and fits the same affine
+probe to each, with the same split, bootstrap resamples and branches (same `seed` and
+`stream` as the agent's probe), globally and within branches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rl_harness.analysis.probes.evaluate import DEFAULT_STREAM, ProbeReport, evaluate_probe
+from rl_harness.analysis.replay import Preprocess, replay_rollouts_named, residual_representations
+from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts
+
+if TYPE_CHECKING:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+
+@dataclass(frozen=True)
+class LayerProbes:
+    """One probe report per named representation, in the module's order."""
+
+    reports: dict[str, ProbeReport]
+
+    def table(self) -> list[dict[str, Any]]:
+        """Rows {name, n_features, r2_pooled, within_branch_r2_pooled} (Estimates as dicts)."""
+        rows = []
+        for name, report in self.reports.items():
+            within = report.within_branch
+            rows.append(
+                {
+                    "name": name,
+                    "n_features": report.n_features,
+                    "r2_pooled": None if report.r2_pooled is None else report.r2_pooled.to_dict(),
+                    "within_branch_r2_pooled": (
+                        None
+                        if within is None or within.r2_pooled is None
+                        else within.r2_pooled.to_dict()
+                    ),
+                }
+            )
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table(),
+            "reports": {name: report.to_dict() for name, report in self.reports.items()},
+        }
+
+
+def probe_named(
+    named: dict[str, np.ndarray],
+    targets: np.ndarray,
+    *,
+    seed: int,
+    stream: Sequence[str] = DEFAULT_STREAM,
+    progress: Callable[[str], None] | None = None,
+    **probe_options: Any,
+) -> LayerProbes:
+    """`evaluate_probe` of each (E, T, d) representation in `named` against the same
+    targets with the same options (split and resamples shared through `seed`/`stream`)."""
+    reports = {}
+    for name, features in named.items():
+        reports[name] = evaluate_probe(
+            features, targets, seed=seed, stream=stream, **probe_options
+        ).report
+        if progress is not None:
+            r2 = reports[name].r2_pooled
+            progress(f"layer probe {name}: R² {'undefined' if r2 is None else f'{r2.value:.4f}'}")
+    return LayerProbes(reports)
+
+
+def probe_layers(
+    module: RLModule,
+    rollouts: Rollouts,
+    *,
+    seed: int,
+    representation: RepresentationExtractor = residual_representations,
+    preprocess: Preprocess | None = None,
+    targets: np.ndarray | None = None,
+    stream: Sequence[str] = DEFAULT_STREAM,
+    progress: Callable[[str], None] | None = None,
+    **probe_options: Any,
+) -> LayerProbes:
+    """Replay `rollouts` through `module` once, collecting every named representation, and
+    probe each for `targets` (default `rollouts.targets`). `probe_options` go to
+    `evaluate_probe` (ridge, test_fraction, n_bootstrap, target_names, branch_tokens,
+    branch_k, ...)."""
+    named = replay_rollouts_named(
+        module, rollouts, representation=representation, preprocess=preprocess
+    )
+    return probe_named(
+        named,
+        rollouts.targets if targets is None else targets,
+        seed=seed,
+        stream=stream,
+        progress=progress,
+        **probe_options,
+    )

@@ -1,0 +1,72 @@
+"""Finite windows of a recorded sequence, and the binning that makes branches of actions.
+
+`window_features(sequence, k)` is the input of a window baseline: at each step the last k
+entries of a per-step feature sequence (e.g. the visible token one-hot and the previous
+executed action), newest first, each with a 'present' flag (0 for positions before the
+episode's first step, whose entries are zeros). `history` prepends steps read before the
+recorded ones (a rollout's warm-up), so recorded steps see a full window.
+
+`quantile_bins(values, n_bins)` codes each coordinate of continuous values (actions) by the
+quantiles of its pooled values, so branches can also condition on binned actions
+(`branch_ids(np.concatenate([tokens, bins], -1), k)`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _sequence(name: str, values: np.ndarray) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 3 or array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty (n_episodes, T, m) array, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return array
+
+
+def window_features(sequence: np.ndarray, k: int, history: np.ndarray | None = None) -> np.ndarray:
+    """(E, T, k * (m + 1)) windows of an (E, T, m) sequence: for each lag 0..k-1 (0 = the
+    step itself) the entry at t - lag and a flag that it exists.
+
+    `history` (E, W, m) holds the W steps before the first recorded one (same episodes);
+    positions before the history's start count as missing (zeros, flag 0).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"the window k must be an int >= 1, got {k!r}")
+    values = _sequence("sequence", sequence)
+    episodes, steps, width = values.shape
+    if history is not None:
+        past = np.asarray(history, dtype=np.float64)
+        if past.ndim != 3 or past.shape[0] != episodes or past.shape[2] != width:
+            raise ValueError(
+                f"history must be (n_episodes, W, m) = ({episodes}, W, {width}), got {past.shape}"
+            )
+        values = np.concatenate([past, values], axis=1)
+    offset = values.shape[1] - steps
+    out = np.zeros((episodes, steps, k, width + 1))
+    for lag in range(k):
+        # Recorded step t sits at offset + t in `values`; its lag-th entry at offset + t - lag.
+        first = max(0, lag - offset)  # the first recorded step whose lag-th entry exists
+        if first >= steps:
+            continue
+        source = values[:, offset + first - lag : offset + steps - lag]
+        out[:, first:, lag, :width] = source
+        out[:, first:, lag, width] = 1.0
+    return out.reshape(episodes, steps, k * (width + 1))
+
+
+def quantile_bins(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """(E, T, a) int codes 0..n_bins-1 of (E, T, a) values: each coordinate cut at the
+    quantiles 1/n_bins, ..., (n_bins-1)/n_bins of its pooled values (ties go to the upper
+    bin, so a coordinate with few distinct values may use fewer bins)."""
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
+    array = _sequence("values", values)
+    flat = array.reshape(-1, array.shape[2])
+    levels = np.arange(1, n_bins) / n_bins
+    codes = np.empty(array.shape, dtype=np.int64)
+    for j in range(array.shape[2]):
+        edges = np.quantile(flat[:, j], levels)
+        codes[..., j] = np.searchsorted(edges, array[..., j], side="right")
+    return codes

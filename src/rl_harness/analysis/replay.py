@@ -1,0 +1,203 @@
+"""Replay recorded observation sequences through any module and read its representations.
+
+A control is only comparable with the agent when it is probed on the agent's own data: the
+same observations, hence the same targets, branches and train/test split. Rolling a control
+out under its own policy scores it on different (often much easier or harder) data.
+`replay_rollouts(control, agent_rollouts)` feeds the control exactly what the agent read
+(the warm-up steps included, so its carried state is built the same way) and returns its
+representation at every recorded step, aligned with `agent_rollouts.targets`.
+
+Stepping is `ModuleStepper`'s, the code the rollouts themselves ran: stateful modules read
+one observation at a time with STATE_IN carried from `get_initial_state()`, and a reset
+(the start of each row, or a True in `resets`) puts a row's state back to the initial one.
+Replaying a module's own rollouts therefore reproduces its recorded representations (bit
+for bit when the rows are stepped in the same batches: `batch_size=rollouts.num_envs`).
+
+Named representations: `replay_named_representations` with an extractor returning a
+mapping (`residual_representations`: every block's residual stream of a module with
+`encode_step_residuals`) gives every named representation from one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from rl_harness.analysis.rollouts import (
+    ModuleStepper,
+    RepresentationExtractor,
+    Rollouts,
+    encode_representation,
+    step_batch,
+)
+
+if TYPE_CHECKING:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+Preprocess = Callable[[np.ndarray], np.ndarray]
+
+
+def residual_representations(
+    module: RLModule, batch: dict[str, Any]
+) -> tuple[dict[str, torch.Tensor], Any]:
+    """({name: (N, d)}, state_out): every named residual of a module with
+    `encode_step_residuals(batch) -> ({name: (N, d)}, state_out)`, read on the stepper's
+    batch (one step without its time axis for a stateful module, as
+    StatefulTransformerActorCritic takes it; the batch `encode` takes for a stateless one,
+    as TransformerActorCritic). Names: "embed", "block_1".."block_L", "final_norm"."""
+    method = getattr(module, "encode_step_residuals", None)
+    if not callable(method):
+        raise TypeError(
+            f"{type(module).__name__} has no encode_step_residuals(batch); per-layer probes "
+            "need a module that exposes its residual stream"
+        )
+    residuals, state_out = method(step_batch(batch) if module.is_stateful() else batch)
+    return dict(residuals), state_out
+
+
+def _check_resets(resets: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+    if resets is None:
+        out = np.zeros(shape, dtype=bool)
+    else:
+        out = np.asarray(resets)
+        if out.shape != shape or out.dtype != np.bool_:
+            raise ValueError(
+                f"resets must be a bool (n_sequences, T) = {shape} array, got "
+                f"{out.dtype} {out.shape}"
+            )
+        out = out.copy()
+    out[:, 0] = True  # every row starts an episode
+    return out
+
+
+def _replay(
+    module: RLModule,
+    observations: np.ndarray,
+    resets: np.ndarray | None,
+    representation: RepresentationExtractor,
+    preprocess: Preprocess | None,
+    batch_size: int | None,
+) -> dict[str, np.ndarray] | np.ndarray:
+    obs = np.asarray(observations)
+    if obs.ndim < 2 or obs.shape[0] == 0 or obs.shape[1] == 0:
+        raise ValueError(
+            f"observations must be a non-empty (n_sequences, T, ...) array, got {obs.shape}"
+        )
+    rows, steps = obs.shape[:2]
+    starts = _check_resets(resets, (rows, steps))
+    size = rows if batch_size is None else batch_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    chunks: list[Any] = []
+    was_training = module.training
+    module.eval()
+    try:
+        for first in range(0, rows, size):
+            part = obs[first : first + size]
+            stepper = ModuleStepper(module, part.shape[0], representation=representation)
+            per_step = []
+            for t in range(steps):
+                if t > 0:
+                    stepper.reset_rows(starts[first : first + size, t])
+                step_obs = part[:, t]
+                features = stepper.read(preprocess(step_obs) if preprocess else step_obs)
+                per_step.append(features)
+            if isinstance(per_step[0], Mapping):
+                chunks.append(
+                    {name: np.stack([f[name] for f in per_step], axis=1) for name in per_step[0]}
+                )
+            else:
+                chunks.append(np.stack(per_step, axis=1))
+    finally:
+        module.train(was_training)
+    if isinstance(chunks[0], dict):
+        return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+    return np.concatenate(chunks)
+
+
+def replay_observations(
+    module: RLModule,
+    observations: np.ndarray,
+    *,
+    resets: np.ndarray | None = None,
+    representation: RepresentationExtractor = encode_representation,
+    preprocess: Preprocess | None = None,
+    batch_size: int | None = None,
+) -> np.ndarray:
+    """(n_sequences, T, d) representations of `module` reading (n_sequences, T, *obs_shape)
+    observations (as the env returned them; `preprocess` is the recipe's transform).
+
+    Each row starts from `get_initial_state()`; `resets` (n_sequences, T) bools start a new
+    episode at a step (state back to the initial one before the step is read). Rows are
+    stepped `batch_size` at a time (default: all together).
+    """
+    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    if isinstance(out, dict):
+        raise TypeError(
+            "the representation extractor returned a mapping: use replay_named_representations"
+        )
+    return out
+
+
+def replay_named_representations(
+    module: RLModule,
+    observations: np.ndarray,
+    *,
+    resets: np.ndarray | None = None,
+    representation: RepresentationExtractor = residual_representations,
+    preprocess: Preprocess | None = None,
+    batch_size: int | None = None,
+) -> dict[str, np.ndarray]:
+    """{name: (n_sequences, T, d)} from an extractor returning a mapping (default: every
+    residual, `residual_representations`); otherwise as `replay_observations`."""
+    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    if not isinstance(out, dict):
+        raise TypeError("the representation extractor returned one tensor: use replay_observations")
+    return out
+
+
+def rollout_observations(rollouts: Rollouts) -> tuple[np.ndarray, int]:
+    """(warm-up then recorded observations (E, W + T, ...), W): what the rollout's module read."""
+    warmup = rollouts.warmup_observations
+    if warmup is None:
+        return rollouts.observations, 0
+    return np.concatenate([warmup, rollouts.observations], axis=1), int(warmup.shape[1])
+
+
+def replay_rollouts(
+    module: RLModule,
+    rollouts: Rollouts,
+    *,
+    representation: RepresentationExtractor = encode_representation,
+    preprocess: Preprocess | None = None,
+    batch_size: int | None = None,
+) -> np.ndarray:
+    """`module`'s (E, T, d) representations on exactly the observations of `rollouts` (warm-up
+    steps read but not returned), aligned with `rollouts.targets`. `preprocess` must be the
+    one the rollouts used; `batch_size` defaults to the rollouts' `num_envs`."""
+    observations, warmup = rollout_observations(rollouts)
+    size = rollouts.num_envs if batch_size is None else batch_size
+    features = replay_observations(
+        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+    )
+    return features[:, warmup:]
+
+
+def replay_rollouts_named(
+    module: RLModule,
+    rollouts: Rollouts,
+    *,
+    representation: RepresentationExtractor = residual_representations,
+    preprocess: Preprocess | None = None,
+    batch_size: int | None = None,
+) -> dict[str, np.ndarray]:
+    """`replay_rollouts` for a mapping extractor: {name: (E, T, d)} from one pass."""
+    observations, warmup = rollout_observations(rollouts)
+    size = rollouts.num_envs if batch_size is None else batch_size
+    named = replay_named_representations(
+        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+    )
+    return {name: values[:, warmup:] for name, values in named.items()}
