@@ -5,7 +5,8 @@ results/<run-id>/config.json holds
     {"algorithm_class": "ray.rllib.algorithms.ppo.ppo.PPO",
      "module": {"class": "<module.qualname>", "model_config": {...}},
      ...every key of AlgorithmConfig.to_dict(): env, env_config, lr, gamma, batch sizes,
-        env-runner and learner settings, seed, ...}
+        env-runner and learner settings, seed, ...; and for a private key with a public
+        property (`_train_batch_size_per_learner`), the property's resolved value too}
 
 Made JSON-safe without losing what a value is: classes and callables become their qualified
 names ("module.qualname"), dataclasses such as `RLModuleSpec` their fields (the module class
@@ -111,9 +112,28 @@ def _module_record(config: AlgorithmConfig) -> dict[str, Any] | None:
     }
 
 
+# Private to_dict() keys whose public property resolves RLlib's defaults cheaply (`is_atari`,
+# say, would build the env).
+_RESOLVED_PROPERTIES = ("train_batch_size_per_learner", "model_config", "learner_class")
+
+
+def _public_values(config: AlgorithmConfig, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`train_batch_size_per_learner` beside `_train_batch_size_per_learner`, `model_config`
+    (RLlib's defaults merged in) beside `_model_config`, the default `learner_class`."""
+    public = {}
+    for name in _RESOLVED_PROPERTIES:
+        if f"_{name}" in values and name not in values:
+            try:
+                public[name] = getattr(config, name)
+            except Exception:  # a property that needs what only the algorithm knows
+                continue
+    return public
+
+
 def config_record(config: AlgorithmConfig, overrides: Mapping[str, Any] | None = None) -> dict:
     """config.json's content for `config` (with Tune's per-trial `overrides` applied)."""
     values = config.to_dict()
+    values.update(_public_values(config, values))
     if overrides:
         values.update(overrides)
     record = {

@@ -109,7 +109,7 @@ class _Quiet:
     filtered: list[logging.Handler] = field(default_factory=list)
     kept: _KeepLines | None = None
     keeping: list[logging.Logger] = field(default_factory=list)  # loggers `kept` is on
-    warning_filters: list[Any] | None = None
+    warnings_saved: warnings.catch_warnings | None = None  # entered; exited on release
     environ: dict[str, str | None] = field(default_factory=dict)  # variables set, old values
 
 
@@ -129,7 +129,8 @@ def quiet_ray(wanted: bool = True) -> None:
         for name, value in QUIET_ENVIRON.items():
             _quiet.environ[name] = os.environ.get(name)
             os.environ[name] = value
-        _quiet.warning_filters = list(warnings.filters)
+        _quiet.warnings_saved = warnings.catch_warnings()
+        _quiet.warnings_saved.__enter__()  # the filters as they were, back on release
         # The same notices when they arrive as Python warnings (e.g. from RLlib's modules).
         warnings.filterwarnings("ignore", message=r".*RLModule\(config=")
         warnings.filterwarnings("ignore", message=r".*gputil")
@@ -192,10 +193,9 @@ def release_quiet_ray() -> list[str]:
         else:
             os.environ[name] = value
     _quiet.environ.clear()
-    if _quiet.warning_filters is not None:
-        warnings.filters[:] = _quiet.warning_filters
-        warnings._filters_mutated()  # type: ignore[attr-defined]
-        _quiet.warning_filters = None
+    if _quiet.warnings_saved is not None:
+        _quiet.warnings_saved.__exit__(None, None, None)
+        _quiet.warnings_saved = None
     _quiet.wanted = False
     return lines
 
