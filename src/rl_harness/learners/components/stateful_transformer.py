@@ -23,9 +23,10 @@ from rl_harness.learners.components._checks import positive_int
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of x (..., P, head_dim): pairs (i, i + head_dim / 2) rotate by
-    their position's angles. cos = [cos, cos], signed_sin = [-sin, sin], each (P, head_dim)
-    (four kernels: this runs every acting step)."""
+    """Rotary embedding of x (..., P, heads, head_dim): pairs (i, i + head_dim / 2) rotate by
+    their position's angles. cos = [cos, cos], signed_sin = [-sin, sin], each
+    (P, 1, head_dim). x in its contiguous (positions, heads) layout: the same elementwise
+    ops on the (heads, positions) transposed view run ~5x slower on CPU."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
 
@@ -51,18 +52,25 @@ class CachedSelfAttention(nn.Module):
         sin: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, T, D) normed; cache (B, C-1, D); mask (B, 1, T, C-1+T) True = attend;
-        cos / sin tables for the T query positions then the C-1+T key positions.
+        cos / sin tables (T + C-1+T, 1, head_dim): the T query positions, then the C-1+T
+        key positions. Without autograd, cache_k / cache_v may instead be (B, C-1+T, D)
+        buffers holding the cache in their first C-1 rows: the new keys/values are written
+        into the rest (no copy of the cache per layer).
 
         Returns (output (B, T, D), keys (B, C-1+T, D), values (B, C-1+T, D)).
         """
         batch, steps, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=-1)
-        keys = torch.cat((cache_k, k), dim=1)
-        values = torch.cat((cache_v, v), dim=1)
+        if cache_k.shape[1] == self.context - 1:
+            keys = torch.cat((cache_k, k), dim=1)
+            values = torch.cat((cache_v, v), dim=1)
+        else:
+            keys, values = cache_k, cache_v
+            keys[:, -steps:] = k
+            values[:, -steps:] = v
         heads = (batch, -1, self.num_heads, self.head_dim)
-        # One rotation for queries (the last T positions) and keys (all C-1+T).
-        qk = rotate(torch.cat((q, keys), dim=1).view(heads).transpose(1, 2), cos, sin)
-        qh, kh = qk[:, :, :steps], qk[:, :, steps:]
+        qh = rotate(q.reshape(heads), cos[:steps], sin[:steps]).transpose(1, 2)
+        kh = rotate(keys.view(heads), cos[steps:], sin[steps:]).transpose(1, 2)
         vh = values.view(heads).transpose(1, 2)
         y = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
         return self.out(y.transpose(1, 2).reshape(batch, steps, width)), keys, values
@@ -151,7 +159,7 @@ class StatefulTransformerEncoder(nn.Module):
     def _tables_for(
         self, steps: int, device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rotation tables (T + C-1+T, head_dim): query positions then key positions, and
+        """Rotation tables (T + C-1+T, 1, head_dim): query positions then key positions, and
         the window mask (T, C-1+T); cached per T."""
         key = (steps, device)
         if key not in self._tables:  # a handful of sizes: 1 (acting), max_seq_len, ...
@@ -162,8 +170,8 @@ class StatefulTransformerEncoder(nn.Module):
                 positions = torch.arange(past + steps, device=device, dtype=torch.float32)
                 angles = torch.outer(positions, self.inv_freq.to(device).clone())
                 angles = torch.cat((angles[past:], angles))  # queries, then keys
-                cos = torch.cat((angles.cos(), angles.cos()), dim=-1)
-                sin = torch.cat((-angles.sin(), angles.sin()), dim=-1)
+                cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None]
+                sin = torch.cat((-angles.sin(), angles.sin()), dim=-1)[:, None]
                 query = torch.arange(past, past + steps, device=device)[:, None]
                 keys = torch.arange(past + steps, device=device)[None, :]
                 window = (keys <= query) & (keys > query - self.context)
@@ -210,17 +218,27 @@ class StatefulTransformerEncoder(nn.Module):
         mask = self._mask(state["n"], window)
         h = self.embed(x)
         residuals: dict[str, torch.Tensor] = {"embed": h} if keep_all else {}
+        if torch.is_grad_enabled():
+            caches = [(state["k"][:, i], state["v"][:, i]) for i in range(self.num_layers)]
+        else:
+            # Acting: one buffer per K and V holds [cache, new steps] of every layer; the
+            # cache out is a view of it (no per-layer concatenation, no stacking).
+            shape = (batch, self.num_layers, past + steps, self.d_model)
+            buffers = h.new_empty(shape), h.new_empty(shape)
+            buffers[0][:, :, :past] = state["k"]
+            buffers[1][:, :, :past] = state["v"]
+            caches = [(buffers[0][:, i], buffers[1][:, i]) for i in range(self.num_layers)]
         new_k, new_v = [], []
-        for layer, block in enumerate(self.blocks):
-            h, keys, values = block(h, state["k"][:, layer], state["v"][:, layer], mask, cos, sin)
+        for layer, (block, (cache_k, cache_v)) in enumerate(zip(self.blocks, caches, strict=True)):
+            h, keys, values = block(h, cache_k, cache_v, mask, cos, sin)
             new_k.append(keys[:, -past:])
             new_v.append(values[:, -past:])
             if keep_all:
                 residuals[f"block_{layer + 1}"] = h
         residuals["final_norm"] = self.norm(h)
+        if torch.is_grad_enabled():
+            k_out, v_out = torch.stack(new_k, dim=1), torch.stack(new_v, dim=1)
+        else:
+            k_out, v_out = buffers[0][:, :, steps:], buffers[1][:, :, steps:]
         n_out = (state["n"] + steps).clamp(max=past)
-        return residuals, {
-            "k": torch.stack(new_k, dim=1),
-            "v": torch.stack(new_v, dim=1),
-            "n": n_out,
-        }
+        return residuals, {"k": k_out, "v": v_out, "n": n_out}
