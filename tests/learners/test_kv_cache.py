@@ -13,6 +13,7 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 
 from rl_harness.learners.models import (
+    PREV_ACTIONS,
     StatefulTransformerActorCritic,
     prev_action_env_to_module,
     prev_action_learner,
@@ -176,7 +177,8 @@ def test_store_kv_steps_wants_the_mixin_in_a_custom_learner():
 
 
 def test_acting_reads_one_step_of_attention_with_the_whole_cache():
-    # The env runner's module input: one step (T=1) and the whole cache, (B, L, C-1, D).
+    # The env runner's module input: one step per row (no time dim) and the whole cache,
+    # (B, L, C-1, D).
     algo = _config().build_algo()
     try:
         runner = algo.env_runner
@@ -184,6 +186,7 @@ def test_acting_reads_one_step_of_attention_with_the_whole_cache():
         to_module = runner._cached_to_module
     finally:
         algo.stop()
-    assert to_module[Columns.OBS].shape == (2, 1, 4)
+    assert to_module[Columns.OBS].shape == (2, 4)
+    assert to_module[PREV_ACTIONS].shape == (2, 3)
     assert to_module[Columns.STATE_IN]["k"].shape == (2, 2, 5, 16)
     assert isinstance(to_module[Columns.STATE_IN]["k"], torch.Tensor)

@@ -36,6 +36,7 @@ import functools
 from typing import Any
 
 import numpy as np
+import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.common import (
     AddObservationsFromEpisodesToBatch,
@@ -73,9 +74,13 @@ def _fresh(episode: Any) -> bool:
 
 class KVCacheStateIn(ConnectorV2):
     """Env-to-module: STATE_IN = the whole cache `KVStepsToEpisodes` kept after each
-    episode's last step (the initial state after a reset). Goes after RLlib's
-    `AddTimeDimToBatchAndZeroPad` and before `BatchIndividualItems`, in place of
-    `AddStatesFromEpisodesToBatch` (see `kv_cache_env_to_module`)."""
+    episode's last step (the initial state after a reset), as tensors on the batch's device.
+    Goes last, after RLlib's `NumpyToTensor` (see `kv_cache_env_to_module`): rows follow
+    the episodes in the order RLlib's pieces batched them."""
+
+    def __init__(self, *args: Any, device: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._device = device
 
     @override(ConnectorV2)
     def __call__(
@@ -92,19 +97,23 @@ class KVCacheStateIn(ConnectorV2):
             return batch
         stash = (shared_data or {}).get(_STASH, {})
         initial = None
+        rows = []
         for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
             if _fresh(episode):
                 if initial is None:
                     initial = _single_module(rl_module, episode).get_initial_state()
-                state = initial
+                rows.append(initial)
             elif episode.id_ in stash:
-                state = stash[episode.id_]
+                rows.append(stash[episode.id_])
             else:
                 raise RuntimeError(
                     f"no K/V cache kept for ongoing episode {episode.id_!r} (t={episode.t}): "
                     "KVStepsToEpisodes must run in the module-to-env pipeline; " + INSTALL_HINT
                 )
-            self.add_batch_item(batch, Columns.STATE_IN, state, episode)
+        batch[Columns.STATE_IN] = {
+            key: torch.from_numpy(np.stack([row[key] for row in rows])).to(self._device)
+            for key in rows[0]
+        }
         return batch
 
 
@@ -250,15 +259,17 @@ def kv_cache_env_to_module(
     env: Any = None, spaces: Any = None, device: Any = None, *, prev_action: bool = False
 ) -> list[ConnectorV2]:
     """`config.env_runners(env_to_module_connector=..., add_default_connectors_to_env_to_
-    module_pipeline=False)`: RLlib's default single-agent pieces with `KVCacheStateIn` in
-    place of `AddStatesFromEpisodesToBatch` (and `PrevActionToBatch` first if asked)."""
+    module_pipeline=False)`: RLlib's default single-agent pieces for one acting step
+    without a time dim (the module reads a batch without one as one step per row, so
+    RLlib's time-dim pieces have nothing to add and remove every step), with
+    `KVCacheStateIn` in place of `AddStatesFromEpisodesToBatch` (and `PrevActionToBatch`
+    first if asked)."""
     return [
         *([PrevActionToBatch()] if prev_action else []),
         AddObservationsFromEpisodesToBatch(),
-        AddTimeDimToBatchAndZeroPad(),
-        KVCacheStateIn(),
         BatchIndividualItems(),
         NumpyToTensor(device=device),
+        KVCacheStateIn(device=device),
     ]
 
 

@@ -119,6 +119,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         if obs.dim() != 2 + len(self.observation_space.shape):
             raise ValueError(
                 f"{type(self).__name__} expects obs of shape (B, T, "
+                f"*{self.observation_space.shape}) or, one step per row, (B, "
                 f"*{self.observation_space.shape}), got {tuple(obs.shape)}"
             )
         features = flat_features(obs, self.observation_space, 2)
@@ -134,6 +135,9 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         return torch.cat((features, prev.reshape(*features.shape[:2], self.action_dim)), -1)
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if batch[Columns.OBS].dim() == 1 + len(self.observation_space.shape):
+            # No time dim: one step per row (the acting batches store_kv_steps builds).
+            return self.encode_step(batch)
         return self.transformer(self._inputs(batch), self._state_in(batch))
 
     def _state_in(self, batch: dict[str, Any]) -> dict[str, torch.Tensor] | None:
