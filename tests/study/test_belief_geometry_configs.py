@@ -92,6 +92,10 @@ def test_budgets_are_what_the_recipe_states(leaf, tmp_path):
     assert (full.iterations - 1) * full.train_batch < 10_000_000  # the least that reaches 10M
     for plan in (smoke, cpu, full):
         assert plan.probe_episodes >= 4 and plan.probe_steps + plan.warmup_steps <= 1024
+        # Windows up to K must fit in the warm-up (recorded steps see whole windows).
+        assert 2 <= plan.window_k_max <= plan.warmup_steps
+        assert 2 <= plan.training_probe_episodes <= plan.probe_episodes
+    assert cpu.window_k_max == full.window_k_max == 6
 
     def context(**options):
         return make_context(tmp_path, experiment_module=TRAINING_LEAVES[leaf], **options)
@@ -172,3 +176,27 @@ def test_arms_differ_only_in_what_they_test(plan_name):
         asdict(budgets(m)[plan_name]) == asdict(budgets(modules[0])[plan_name]) for m in modules
     )
     assert synthesis.TRAINING_LEAVES == ("reward_only", "next_token_aux", "belief_observation")
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+def test_checkpoints_at_step_0_and_each_doubling_of_env_steps(plan_name):
+    plan = budgets(recipe("reward_only"))[plan_name]
+    schedule = shared.checkpoint_schedule(plan)
+    assert schedule.at_start and schedule.every == 0
+    due = [
+        i
+        for i in range(1, plan.iterations + 1)
+        if schedule.reasons(
+            i,
+            i * plan.train_batch,
+            previous_iteration=i - 1,
+            previous_env_steps=(i - 1) * plan.train_batch,
+        )
+    ]
+    # Plus step 0 and the final checkpoint the runner always saves.
+    expected = {
+        "SMOKE": [1],
+        "CPU": [1, 2, 4, 8, 16, 32],
+        "FULL": [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    }
+    assert due == expected[plan_name]

@@ -78,6 +78,50 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
         assert report["within_branch"]["k"] == 2
         assert set(report["r2"]) == {f"decision_belief_{i}" for i in range(3)}
     assert metrics["probe"]["permutation"]["n_permutations"] == 10
+    # Both nulls state their floor; the within-branch one is the conditional null.
+    floor = 1 / 11
+    within_null = metrics["probe"]["within_branch"]["permutation"]
+    assert metrics["probe"]["permutation"]["p_value_floor"] == pytest.approx(floor)
+    assert within_null["p_value_floor"] == pytest.approx(floor)
+    assert within_null["statistic"].startswith("within_branch")
+    assert floor - 1e-12 <= within_null["p_value"] <= 1.0
+    assert result["p_value_floor"] == pytest.approx(floor)
+    # Controls on the agent's own data: same held-out episodes, same resamples.
+    assert metrics["schema_version"] == 2
+    untrained = metrics["controls"]["untrained_module_probe"]
+    assert untrained["n_test_episodes"] == metrics["probe"]["n_test_episodes"]
+    assert set(metrics["scores"]) == {"agent", "untrained_module", "observation"}
+    agent_scores = metrics["scores"]["agent"]
+    assert agent_scores["r2_pooled"]["value"] == pytest.approx(
+        metrics["probe"]["r2_pooled"]["value"]
+    )
+    assert agent_scores["within_branch"]["tokens_2"]["value"] == pytest.approx(
+        metrics["probe"]["within_branch"]["r2_pooled"]["value"]
+    )
+    assert untrained["r2_pooled"]["value"] == pytest.approx(
+        metrics["scores"]["untrained_module"]["r2_pooled"]["value"]
+    )
+    differences = metrics["differences"]
+    assert differences["agent_minus_untrained_module"]["r2_pooled"]["value"] == pytest.approx(
+        agent_scores["r2_pooled"]["value"] - untrained["r2_pooled"]["value"]
+    )
+    # Window baselines k = 1..2 beside the agent, and the best one's paired difference.
+    windows = metrics["windows"]
+    assert windows["ks"] == [1, 2] and len(windows["windows"]) == 2
+    assert set(windows["history_worth"]) == {"global", "tokens_2", "tokens_actions_2"}
+    best = windows["windows"][differences["best_window_k"] - 1]
+    assert differences["agent_minus_best_window"] == best["agent_minus_window"]
+    assert set(result["window_r2_within_branch"]) == {"k1", "k2"}
+    # Every residual; the last is the probed representation.
+    names = [row["name"] for row in metrics["layers"]]
+    assert names == ["embed", "block_1", "block_2", "block_3", "final_norm"]
+    assert metrics["layers"][-1]["r2_pooled"] == metrics["probe"]["r2_pooled"]
+    # R² over training: step 0 and the trained agent, the same rollouts replayed through
+    # each; with every episode replayed, the final point is the agent's own probe.
+    training = metrics["training"]
+    assert [c["env_steps"] for c in training["checkpoints"]] == [0, 512]
+    assert training["checkpoints"][-1]["r2_pooled"] == metrics["probe"]["r2_pooled"]
+    assert training["n_episodes"] == 8
     # The solver values: the true ordering of the ceilings, in every record that cites them.
     values = [solvers[key] for key in REFERENCE_LABELS]
     assert values == sorted(values, reverse=True) and solvers["source"].startswith("rl_harness")
@@ -93,7 +137,7 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     assert result["fraction_of_belief_mdp"]["greedy"] == pytest.approx(
         returns["greedy"] / solvers["belief_mdp"]
     )
-    for name in ("belief_simplex.png", "learning_curve.png"):
+    for name in ("belief_simplex.png", "learning_curve.png", "r2_over_training.png"):
         assert matplotlib.image.imread(run_dir / name).shape[0] > 100
 
 
@@ -118,4 +162,11 @@ def test_synthesis_smoke_compares_the_arms(study_runs):
     )
     table = (run_dir / "study_table.md").read_text()
     assert "belief-MDP ceiling" in table and "return_per_step/greedy" in table
+    for key in (
+        "agent_minus_best_window_within_branch",
+        "within_branch_permutation_p_value",
+        "window_r2_within_branch/k2",
+        "layer_r2_within_branch/final_norm",
+    ):
+        assert key in table
     assert matplotlib.image.imread(run_dir / "comparison.png").shape[0] > 100

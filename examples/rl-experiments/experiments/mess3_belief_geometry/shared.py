@@ -10,11 +10,47 @@ only what must stay identical between them so that their numbers compare:
 - the ceilings (`solver_values`): exact long-run reward per step of the oracle (state
   known), the belief MDP (the best any agent can do), the best policy on the last 2
   visible tokens and the best memoryless one (rl_harness.envs.mess3.solvers, cached on disk);
-- the analysis (`analyze`): return per step under sampled and greedy actions, an affine
-  probe of the agent's representation for the decision belief (globally and within
-  branches of equal last BRANCH_K visible tokens, with a permutation null), the same probe
-  on two controls (an untrained module of the same architecture, the raw observation), and
-  the plots.
+- the analysis (`analyze`): return per step under sampled and greedy actions, and an affine
+  probe of the agent's representation for the decision belief on its greedy rollouts, set
+  against everything that could explain it without memory, all on the agent's own
+  held-out steps (same targets, branches, train/test split and bootstrap resamples): an
+  untrained module of the same architecture (replayed on the agent's observations), the raw
+  observation, and window baselines (an MLP on the last k visible tokens and executed
+  actions, k = 1..window_k_max); within branches of equal last BRANCH_K tokens and of equal
+  tokens and binned actions; permutation nulls (global, and conditional within branches);
+  paired bootstrap differences; every block's residual; R² over training from the run's
+  checkpoints; the plots.
+
+probe_metrics.json (schema_version 2). Estimates are {value, low, high} (95% percentile
+intervals over bootstrap resamples of the held-out episodes); a null record is {statistic,
+observed, p_value, p_value_floor = 1 / (n_permutations + 1), n_permutations, null_mean,
+null_q95, null_r2_pooled}; "scores" blocks are {r2_pooled, within_branch: {tokens_2,
+tokens_actions_2}, n_bootstrap, confidence}.
+
+    recipe, task, aux_weight, budget, checkpoint, env_steps, training_iterations,
+    representation, target, n_episodes, branch_k
+    branchings        {tokens_2, tokens_actions_2}: what each branching groups
+    probe             the agent's ProbeReport (rl_harness.analysis.ProbeReport.to_dict):
+                      r2_pooled, r2, rmse..., within_branch {k, r2_pooled, ..., permutation:
+                      the conditional null (targets shuffled within branches)}, permutation
+                      (the global null)
+    controls          data (a sentence), untrained_module_probe, observation_probe: ProbeReports
+                      on the agent's rollouts (no nulls)
+    scores            {agent, untrained_module, observation}: scores blocks
+    differences       {agent_minus_untrained_module, agent_minus_observation,
+                      agent_minus_best_window}: scores blocks of paired differences (same
+                      resamples for both), best_window_k (highest tokens_2 within-branch R²)
+    windows           ks, agent (scores block), windows [{k, window (scores block),
+                      agent_minus_window (scores block), train_r2_pooled, n_inputs}],
+                      history_worth {global, tokens_2, tokens_actions_2: {window_reaches_agent_at_k,
+                      agent_not_above_window_at_k}} (None: no window up to K does), regressor,
+                      seed, stream
+    layers            [{name: embed | block_1.. | final_norm, n_features, r2_pooled,
+                      within_branch_r2_pooled}]
+    training          {n_episodes, data, checkpoints [{env_steps, checkpoint, r2_pooled,
+                      within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
+    return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
+    analysis_wall_time_s
 """
 
 from __future__ import annotations
@@ -30,15 +66,26 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 
-from rl_harness import RunContext, RunResult, write_json
+from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
 from rl_harness.analysis import (
+    Rollouts,
     RunArtifacts,
+    branch_ids,
     collect_rollouts,
+    compare_with_windows,
     evaluate_probe,
+    held_out_scores,
     info_target,
     load_module,
+    paired_difference,
     plot_belief_simplex,
+    plot_probe_over_training,
+    probe_checkpoints,
+    probe_layers,
+    quantile_bins,
+    replay_rollouts,
     rllib_action_transform,
+    run_checkpoints,
 )
 from rl_harness.envs.hmm import HMMVectorEnv
 from rl_harness.seeding import stream_seed
@@ -55,7 +102,16 @@ TASK = "rl_harness.envs.mess3.tasks:OccupancyControlTask"
 
 # The probe.
 BRANCH_K = 2  # within-branch R²: steps grouped by their last 2 visible tokens (as stack-2)
+ACTION_BINS = 3  # action-conditioned branches: each action coordinate in 3 quantile bins
+TOKEN_BRANCHES = "tokens_2"  # the branching names in probe_metrics.json
+ACTION_BRANCHES = "tokens_actions_2"
+PROBE_SCHEMA_VERSION = 2  # probe_metrics.json; 2: controls on the agent's data, windows, nulls
 PROBE_RIDGE = 1e-6
+# The analysis steps 64 episodes one token at a time: two intra-op threads buy little on such
+# small ops, and on shared cores their spin-waits cost far more (2026-12-04, 2 cores at load
+# average ~13, interleaved rounds in one process: 29 ms per 64-env step of the study's
+# transformer on 1 thread, 702 ms on 2).
+ANALYSIS_TORCH_THREADS = 1
 PROBE_TEST_FRACTION = 0.25
 BELIEF_NAMES = ["decision_belief_0", "decision_belief_1", "decision_belief_2"]
 
@@ -75,11 +131,14 @@ REFERENCES = {
 class ProbeBudget(Protocol):
     """The part of a leaf's Budget the analysis reads (the leaf's Budget is a dataclass)."""
 
+    train_batch: int  # env steps per iteration (the first log-spaced checkpoint)
     probe_episodes: int  # episodes rolled out per policy (a quarter held out for the probe)
     warmup_steps: int  # played before recording, so the agent's context has filled
     probe_steps: int  # recorded steps per episode
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
-    n_permutations: int  # refits on episode-shuffled targets for the permutation null
+    n_permutations: int  # refits for each permutation null (global and within-branch)
+    window_k_max: int  # window baselines k = 1..window_k_max
+    training_probe_episodes: int  # greedy episodes replayed through each checkpoint
 
 
 def env_config(
@@ -221,6 +280,15 @@ def plot_return_per_step(
 # ---------------------------------------------------------------------------- analysis
 
 
+def checkpoint_schedule(plan: ProbeBudget) -> CheckpointSchedule:
+    """Step 0, then the first iteration past each doubling of env steps from one batch:
+    the probe-over-training points (`analyze` replays the final agent's rollouts through
+    each)."""
+    return CheckpointSchedule(
+        at_start=True, log_base=2.0, log_unit="env_steps", log_first=float(plan.train_batch)
+    )
+
+
 def _probe_env_factory(decision_belief_in_observation: bool):
     config = env_config(
         ["decision_belief"],
@@ -228,14 +296,6 @@ def _probe_env_factory(decision_belief_in_observation: bool):
         random_first_episode_length=False,
     )
     return functools.partial(HMMVectorEnv, env_config=config)
-
-
-def read_representation(module: RLModule, batch: dict[str, Any]) -> torch.Tensor:
-    """What the probe reads: `module.encode` of the one-step batch the rollout feeds it
-    (observation with a time axis of 1 and the carried state), i.e. the representation
-    after the module has read this step: the stateful transformer's final normed residual
-    stream (its context from the carried K/V cache), a GRU's hidden state."""
-    return module.encode(batch)
 
 
 def untrained_module(spec: RLModuleSpec, make_env: Any, seed: int) -> RLModule:
@@ -252,6 +312,29 @@ def untrained_module(spec: RLModuleSpec, make_env: Any, seed: int) -> RLModule:
         return spec.build()
 
 
+def _first_episodes(rollouts: Rollouts, n: int) -> Rollouts:
+    """The first n episodes of `rollouts` (all arrays cut alike)."""
+    cut = {
+        field.name: getattr(rollouts, field.name)[:n]
+        for field in dataclasses.fields(rollouts)
+        if isinstance(getattr(rollouts, field.name), np.ndarray)
+    }
+    return dataclasses.replace(rollouts, **cut)
+
+
+def _value(report: Mapping[str, Any] | None, *path: str) -> float | None:
+    for key in path:
+        report = report.get(key) if isinstance(report, Mapping) else None
+    return report.get("value") if isinstance(report, Mapping) else None
+
+
+def _progress(label: str, started: float):
+    def say(message: str) -> None:
+        print(f"[analysis {label} {time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
+    return say
+
+
 def analyze(
     context: RunContext,
     *,
@@ -262,12 +345,39 @@ def analyze(
     decision_belief_in_observation: bool = False,
 ) -> dict[str, Any]:
     """Evaluate and probe this run's trained agent; write probe_metrics.json,
-    solver_values.json, belief_simplex.png and learning_curve.png into the results folder.
+    solver_values.json, belief_simplex.png, learning_curve.png and (with >= 2 checkpoints)
+    r2_over_training.png into the results folder. Prints a progress line per stage.
 
     `module_spec` is the leaf's (for the untrained control), `plan` its Budget (recorded
-    whole); `decision_belief_in_observation` must match the leaf's env.
+    whole); `decision_belief_in_observation` must match the leaf's env. Torch runs on
+    ANALYSIS_TORCH_THREADS intra-op threads meanwhile (restored after).
     """
+    before = torch.get_num_threads()
+    torch.set_num_threads(ANALYSIS_TORCH_THREADS)
+    try:
+        return _analyze(
+            context,
+            label=label,
+            module_spec=module_spec,
+            plan=plan,
+            aux_weight=aux_weight,
+            decision_belief_in_observation=decision_belief_in_observation,
+        )
+    finally:
+        torch.set_num_threads(before)
+
+
+def _analyze(
+    context: RunContext,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    plan: ProbeBudget,
+    aux_weight: float,
+    decision_belief_in_observation: bool,
+) -> dict[str, Any]:
     started = time.perf_counter()
+    say = _progress(label, started)
     run = RunArtifacts.open(context.results_dir)
     checkpoint = run.final_checkpoint()
     module = load_module(checkpoint)  # module only: no env runners, no learner
@@ -284,34 +394,112 @@ def analyze(
         seed=context.seed,
         target=info_target("decision_belief"),
         num_envs=min(plan.probe_episodes, 64),
-        representation=read_representation,
         # RLlib's default Box handling: the module acts in [-1, 1], the env gets the box.
         action_transform=rllib_action_transform(action_space),
     )
+    size = f"{plan.probe_episodes} episodes x ({plan.warmup_steps} + {plan.probe_steps}) steps"
+    say(f"greedy rollouts of the trained agent ({size})")
     greedy = collect(module, policy="greedy")
+    say(f"sampled rollouts ({size})")
     sampled = collect(module, policy="sample")
-    untrained_rollouts = collect(
-        untrained_module(module_spec, make_env, stream_seed(context.seed, "study", "untrained")),
-        policy="greedy",
+    say("untrained control: replaying the agent's greedy rollouts through it")
+    control = untrained_module(
+        module_spec, make_env, stream_seed(context.seed, "study", "untrained")
     )
+    untrained_features = replay_rollouts(control, greedy)
 
-    def probe(rollouts: Any, features: np.ndarray, permutations: int = 0) -> Any:
+    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
+    # executed actions (the observation's previous-action part, ACTION_BINS per coordinate).
+    tokens = greedy.observations[..., layout.tokens]
+    actions = greedy.observations[..., layout.actions]
+    token_codes = tokens.argmax(-1)[..., None] + 3 * (tokens.max(-1, keepdims=True) == 0)
+    joint = np.concatenate([token_codes, quantile_bins(actions, ACTION_BINS)], axis=-1)
+    branchings = {
+        TOKEN_BRANCHES: branch_ids(tokens, BRANCH_K),
+        ACTION_BRANCHES: branch_ids(joint, BRANCH_K),
+    }
+
+    def probe(features: np.ndarray, permutations: int = 0) -> Any:
         return evaluate_probe(
             features,
-            rollouts.targets,
+            greedy.targets,
             seed=context.seed,
             ridge=PROBE_RIDGE,
             test_fraction=PROBE_TEST_FRACTION,
             n_bootstrap=plan.n_bootstrap,
             target_names=BELIEF_NAMES,
-            branch_tokens=rollouts.observations[..., layout.tokens],
+            branch_tokens=tokens,
             branch_k=BRANCH_K,
             n_permutations=permutations,
+            n_within_permutations=permutations,
         )
 
-    agent = probe(greedy, greedy.representations, plan.n_permutations)
-    observation = probe(greedy, greedy.observations)
-    untrained = probe(untrained_rollouts, untrained_rollouts.representations)
+    say(f"affine probes: agent (with {plan.n_permutations} permutations of each null), controls")
+    agent = probe(greedy.representations, plan.n_permutations)
+    observation = probe(greedy.observations)
+    untrained = probe(untrained_features)
+    # Every score below is on the agent's held-out steps and its bootstrap resamples.
+    test = agent.test_episodes
+    held_out = greedy.targets[test]
+    within = {name: labels[test] for name, labels in branchings.items()}
+    excluded = set(agent.report.r2_pooled_excludes)
+    common = dict(
+        weights=agent.bootstrap_weights,
+        branchings=within,
+        confidence=agent.report.confidence,
+        include=np.array([name not in excluded for name in BELIEF_NAMES]),
+    )
+    predictions = {
+        "agent": agent.test_predictions,
+        "untrained_module": untrained.test_predictions,
+        "observation": observation.test_predictions,
+    }
+    scores = {name: held_out_scores(held_out, pred, **common) for name, pred in predictions.items()}
+
+    ks = list(range(1, plan.window_k_max + 1))
+    say(f"window baselines k = {ks[0]}..{ks[-1]} (MLP on the last k tokens and actions)")
+    window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
+    windows = compare_with_windows(
+        agent,
+        greedy.observations[..., window_parts],
+        greedy.targets,
+        ks=ks,
+        seed=context.seed,
+        history=greedy.warmup_observations[..., window_parts],
+        branchings=branchings,
+        progress=say,
+    )
+    # The best window: the highest within-branch R² (chosen on the held-out steps, which can
+    # only flatter the window, never the agent).
+    best = max(
+        windows.rows,
+        key=lambda row: _value(row.window.to_dict(), "within_branch", TOKEN_BRANCHES) or -np.inf,
+    )
+    differences = {
+        "agent_minus_untrained_module": paired_difference(
+            held_out, agent.test_predictions, untrained.test_predictions, **common
+        ),
+        "agent_minus_observation": paired_difference(
+            held_out, agent.test_predictions, observation.test_predictions, **common
+        ),
+        "agent_minus_best_window": best.agent_minus_window,
+    }
+
+    say("per-layer probes: replaying the agent's rollouts, every residual")
+    layers = probe_layers(
+        module,
+        greedy,
+        seed=context.seed,
+        ridge=PROBE_RIDGE,
+        test_fraction=PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        target_names=BELIEF_NAMES,
+        branch_tokens=tokens,
+        branch_k=BRANCH_K,
+        progress=say,
+    )
+
+    training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
 
     values = solver_values()
     write_json(context.results_dir / "solver_values.json", values)
@@ -325,6 +513,7 @@ def analyze(
     }
     ceiling = values.get("belief_mdp")
     record = {
+        "schema_version": PROBE_SCHEMA_VERSION,
         "recipe": label,
         "task": {
             "model": MODEL,
@@ -342,15 +531,29 @@ def analyze(
         "checkpoint": str(checkpoint),
         "env_steps": final.get(STEPS_KEY),
         "training_iterations": final.get("training_iteration"),
-        "representation": "module.encode after reading each step (context: the carried state)",
+        "representation": "the module's encode_step after reading each step (context: the "
+        "carried state): the final normed residual stream",
         "target": "info['decision_belief']: P(state now | tokens seen, own executed actions)",
         "n_episodes": greedy.n_episodes,
         "branch_k": BRANCH_K,
+        "branchings": {
+            TOKEN_BRANCHES: f"equal last {BRANCH_K} visible tokens",
+            ACTION_BRANCHES: f"equal last {BRANCH_K} visible tokens and executed actions, each "
+            f"action coordinate in {ACTION_BINS} quantile bins",
+        },
         "probe": agent.report.to_dict(),
         "controls": {
+            "data": "every control is scored on the agent's greedy rollouts: the untrained "
+            "module replays the agent's observations; same targets, branches, split, resamples",
             "untrained_module_probe": untrained.report.to_dict(),
             "observation_probe": observation.report.to_dict(),
         },
+        "scores": {name: value.to_dict() for name, value in scores.items()},
+        "differences": {name: value.to_dict() for name, value in differences.items()}
+        | {"best_window_k": best.k},
+        "windows": windows.to_dict(),
+        "layers": layers.table(),
+        "training": training,
         "return_per_step": returns,
         "solver_values": values,
         "fraction_of_belief_mdp": (
@@ -375,34 +578,109 @@ def analyze(
     )
     record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)
     write_json(context.results_dir / "probe_metrics.json", record)
+    say(f"wrote probe_metrics.json ({record['analysis_wall_time_s']:.0f} s)")
     return record
+
+
+def _probe_over_training(
+    context: RunContext,
+    run: RunArtifacts,
+    greedy: Rollouts,
+    tokens: np.ndarray,
+    plan: ProbeBudget,
+    label: str,
+    say: Any,
+) -> dict[str, Any]:
+    """R² against env steps: the first `plan.training_probe_episodes` of the agent's greedy
+    rollouts replayed through each saved checkpoint (run_checkpoints), one split for all."""
+    pairs = [
+        (c.env_steps, c.path)
+        for c in run_checkpoints(run)
+        if c.env_steps is not None and isinstance(c.path, Path)
+    ]
+    pairs = sorted({steps: path for steps, path in pairs}.items())  # one per env-step count
+    if len(pairs) < 2:
+        return {"checkpoints": [], "skipped": f"{len(pairs)} local checkpoint(s) with env steps"}
+    n = min(plan.training_probe_episodes, greedy.n_episodes)
+    subset = _first_episodes(greedy, n)
+    say(f"probes over training: {len(pairs)} checkpoints, {n} episodes replayed through each")
+    probes = probe_checkpoints(
+        pairs,
+        subset,
+        seed=context.seed,  # the agent probe's stream: with every episode, its split
+        ridge=PROBE_RIDGE,
+        test_fraction=PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        target_names=BELIEF_NAMES,
+        branch_tokens=tokens[:n],
+        branch_k=BRANCH_K,
+        progress=say,
+    )
+    plot_probe_over_training(
+        context.results_dir / "r2_over_training.png",
+        probes,
+        title=f"{label}: decision-belief probe over training ({n} greedy episodes of the "
+        "final agent, replayed)",
+    )
+    return {
+        "n_episodes": n,
+        "data": "the final agent's first greedy episodes, replayed through each checkpoint",
+        "checkpoints": [p.to_dict() for p in probes],
+        "figure": "r2_over_training.png",
+    }
 
 
 def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
-
-    def value(report: Mapping[str, Any], *path: str) -> float | None:
-        for key in path:
-            report = report.get(key) if isinstance(report, Mapping) else None
-        return report.get("value") if isinstance(report, Mapping) else None
-
     controls = record["controls"]
+    scores, differences = record["scores"], record["differences"]
+    agent_within = record["probe"].get("within_branch") or {}
+    windows = record["windows"]
+    training = record["training"]["checkpoints"]
     return {
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
         "return_per_step": record["return_per_step"],
         "solver_values": {key: record["solver_values"].get(key) for key in REFERENCES},
         "fraction_of_belief_mdp": record["fraction_of_belief_mdp"],
-        "probe_r2": value(record["probe"], "r2_pooled"),
-        "probe_r2_within_branch": value(record["probe"], "within_branch", "r2_pooled"),
-        "untrained_r2": value(controls["untrained_module_probe"], "r2_pooled"),
-        "untrained_r2_within_branch": value(
+        "probe_r2": _value(record["probe"], "r2_pooled"),
+        "probe_r2_within_branch": _value(record["probe"], "within_branch", "r2_pooled"),
+        "probe_r2_within_action_branch": _value(scores["agent"], "within_branch", ACTION_BRANCHES),
+        "untrained_r2": _value(controls["untrained_module_probe"], "r2_pooled"),
+        "untrained_r2_within_branch": _value(
             controls["untrained_module_probe"], "within_branch", "r2_pooled"
         ),
-        "observation_r2": value(controls["observation_probe"], "r2_pooled"),
-        "observation_r2_within_branch": value(
+        "observation_r2": _value(controls["observation_probe"], "r2_pooled"),
+        "observation_r2_within_branch": _value(
             controls["observation_probe"], "within_branch", "r2_pooled"
         ),
+        "agent_minus_untrained_within_branch": _value(
+            differences["agent_minus_untrained_module"], "within_branch", TOKEN_BRANCHES
+        ),
+        "agent_minus_best_window_within_branch": _value(
+            differences["agent_minus_best_window"], "within_branch", TOKEN_BRANCHES
+        ),
+        "agent_minus_best_window_within_action_branch": _value(
+            differences["agent_minus_best_window"], "within_branch", ACTION_BRANCHES
+        ),
+        "best_window_k": differences["best_window_k"],
+        "window_r2": {
+            f"k{row['k']}": _value(row["window"], "r2_pooled") for row in windows["windows"]
+        },
+        "window_r2_within_branch": {
+            f"k{row['k']}": _value(row["window"], "within_branch", TOKEN_BRANCHES)
+            for row in windows["windows"]
+        },
+        "window_reaches_agent_within_branch_at_k": windows["history_worth"][TOKEN_BRANCHES][
+            "window_reaches_agent_at_k"
+        ],
+        "layer_r2_within_branch": {
+            row["name"]: (row["within_branch_r2_pooled"] or {}).get("value")
+            for row in record["layers"]
+        },
         "permutation_p_value": (record["probe"].get("permutation") or {}).get("p_value"),
+        "within_branch_permutation_p_value": (agent_within.get("permutation") or {}).get("p_value"),
+        "p_value_floor": (record["probe"].get("permutation") or {}).get("p_value_floor"),
+        "r2_at_first_checkpoint": _value(training[0], "r2_pooled") if training else None,
         "analysis_wall_time_s": record["analysis_wall_time_s"],
     }

@@ -45,12 +45,17 @@ class Budget:
     warmup_steps: int  # steps each probe episode plays before recording
     probe_steps: int  # recorded steps per probe episode
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
-    n_permutations: int  # permutation-null refits of the agent's probe
+    n_permutations: int  # refits of each permutation null (global, within-branch)
+    window_k_max: int  # window baselines k = 1..window_k_max
+    training_probe_episodes: int  # greedy episodes replayed through each checkpoint
 
 
 # One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
 # cores (2026-12-04, the study's slow smoke suite run as a whole): 31.7 s wall through the
 # rl-harness CLI, under the 2-minute target.
+# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
+# 64.6 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
+# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -62,6 +67,8 @@ SMOKE = Budget(
     probe_steps=64,
     n_bootstrap=100,
     n_permutations=10,
+    window_k_max=2,
+    training_probe_episodes=8,
 )
 # CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
 # min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training,
@@ -77,6 +84,8 @@ CPU = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -91,6 +100,8 @@ FULL = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 
 
@@ -150,7 +161,12 @@ def build_config(plan: Budget) -> PPOConfig:
 
 def run(context: RunContext) -> dict:
     plan = budget(context)
-    result = run_algorithm(build_config(plan), context, stop=plan.iterations)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=shared.checkpoint_schedule(plan),
+    )
     record = shared.analyze(
         context,
         label="belief_observation",

@@ -18,7 +18,8 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes (probe_metrics.json, solver_values.json, belief_simplex.png,
-learning_curve.png; result.json). Budgets and agent: exactly `reward_only`'s (tested).
+learning_curve.png, r2_over_training.png; result.json). Budgets and agent: exactly
+`reward_only`'s (tested).
 Results to expect: not yet run at the CPU budget (the study README's table has the other
 arms; the smoke time is stated at SMOKE below).
 """
@@ -50,12 +51,17 @@ class Budget:
     warmup_steps: int  # steps each probe episode plays before recording
     probe_steps: int  # recorded steps per probe episode
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
-    n_permutations: int  # permutation-null refits of the agent's probe
+    n_permutations: int  # refits of each permutation null (global, within-branch)
+    window_k_max: int  # window baselines k = 1..window_k_max
+    training_probe_episodes: int  # greedy episodes replayed through each checkpoint
 
 
 # One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
 # cores (2026-12-04, the study's slow smoke suite run as a whole): 33.4 s wall through the
 # rl-harness CLI, under the 2-minute target.
+# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
+# 66.0 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
+# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -67,6 +73,8 @@ SMOKE = Budget(
     probe_steps=64,
     n_bootstrap=100,
     n_permutations=10,
+    window_k_max=2,
+    training_probe_episodes=8,
 )
 # CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
 # min training on 2 quiet cores. Not yet run for this leaf.
@@ -81,6 +89,8 @@ CPU = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -95,6 +105,8 @@ FULL = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 
 
@@ -166,7 +178,12 @@ def build_config(plan: Budget) -> PPOConfig:
 
 def run(context: RunContext) -> dict:
     plan = budget(context)
-    result = run_algorithm(build_config(plan), context, stop=plan.iterations)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=shared.checkpoint_schedule(plan),
+    )
     record = shared.analyze(
         context,
         label="next_token_aux",

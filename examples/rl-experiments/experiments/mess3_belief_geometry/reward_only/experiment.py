@@ -21,16 +21,21 @@ Run (from the experiment repo):
     uv run rl-harness experiments.mess3_belief_geometry.reward_only.experiment \
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
-Writes results/<run-id>/probe_metrics.json, solver_values.json, belief_simplex.png and
-learning_curve.png; result.json holds return per step (sampled, greedy) against the solver
-values and the probe R² (global, within-branch) against the controls.
+Writes results/<run-id>/probe_metrics.json (schema in shared.py), solver_values.json,
+belief_simplex.png, learning_curve.png and r2_over_training.png; result.json holds return
+per step (sampled, greedy) against the solver values and the probe R² (global, within
+branches) against the controls (untrained module replayed on the agent's rollouts, raw
+observation, window baselines k = 1..window_k_max), with paired differences and nulls.
+Checkpoints: step 0 and the first iteration past each doubling of env steps
+(`shared.checkpoint_schedule`), replayed for the R²-over-training figure.
 
 Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
 Results to expect (CPU budget, seeds 0-2, 2026-12-04; table and run ids in the study README):
 greedy return per step 0.336-0.338 (88.4% of the belief-MDP ceiling 0.3819; above best
 stack-2 0.2950 and stack-3 0.3281, short of the 90% aim), the curve still rising slowly at
-the end; within-branch probe R² 0.84-0.88 against < 0 for the untrained module and ~0 for
-the raw observation (global R² ~0.9 is saturated: the untrained module reaches ~0.99).
+the end; within-branch probe R² 0.84-0.88 against ~0 for the raw observation (the untrained
+module's numbers from those runs were scored on its own rollouts and are superseded: it is
+now replayed on the agent's; windows and nulls not yet run at this budget).
 """
 
 from __future__ import annotations
@@ -57,13 +62,18 @@ class Budget:
     warmup_steps: int  # steps each probe episode plays before recording
     probe_steps: int  # recorded steps per probe episode
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval
-    n_permutations: int  # permutation-null refits of the agent's probe
+    n_permutations: int  # refits of each permutation null (global, within-branch)
+    window_k_max: int  # window baselines k = 1..window_k_max
+    training_probe_episodes: int  # greedy episodes replayed through each checkpoint
 
 
 # One tiny iteration and small probes: checks the recipe end to end. Measured on 2 quiet
 # cores (2026-12-03, seed 42, run 20261203T075637Z-b3ce8715): 49 s end to end through
 # `uv run rl-harness ... --smoke` (9 s of it training), under the 2-minute target; 28.7 s
 # through the rl-harness CLI in the study's slow smoke suite (2026-12-04, quiet).
+# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
+# 63.6 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
+# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -75,6 +85,8 @@ SMOKE = Budget(
     probe_steps=64,
     n_bootstrap=100,
     n_permutations=10,
+    window_k_max=2,
+    training_probe_episodes=8,
 )
 # CPU default: 62 x 32,768 = 2,031,616 env steps, the fewest iterations that reach 2M steps;
 # meant to fit 30 minutes on 2 cores. Measured on 2 quiet cores (2026-12-04, reward_only
@@ -82,7 +94,11 @@ SMOKE = Budget(
 # 21-27 s per iteration after the first's 50 s, 1,308 env steps/s, 3.3x the original
 # agent's ~400/s), 28.4 min end to end with the 2.1-min evaluation and probes. Four other
 # quiet runs trained in 25.2-26.0 min; one (belief_observation seed 2) took 31.7 min, 34.2
-# end to end, over the 30 minutes, cause not found (study README).
+# end to end, over the 30 minutes, cause not found (study README). The full analysis
+# (issue 25: replayed control, windows k = 1..6, conditional null, layers, 64 episodes
+# replayed through each checkpoint) took 379 s on 2 shared cores at load average ~10 with
+# ANALYSIS_TORCH_THREADS = 1 (2026-12-04, analysis sizes of this budget, a 2-iteration
+# agent with 3 checkpoints; a CPU run adds ~5 more checkpoints at ~11 s each); quiet: pending.
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
@@ -94,6 +110,8 @@ CPU = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -108,6 +126,8 @@ FULL = Budget(
     probe_steps=512,
     n_bootstrap=1000,
     n_permutations=100,
+    window_k_max=6,
+    training_probe_episodes=64,
 )
 
 
@@ -165,6 +185,11 @@ def build_config(plan: Budget) -> PPOConfig:
 
 def run(context: RunContext) -> dict:
     plan = budget(context)
-    result = run_algorithm(build_config(plan), context, stop=plan.iterations)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=shared.checkpoint_schedule(plan),
+    )
     record = shared.analyze(context, label="reward_only", module_spec=module_spec(), plan=plan)
     return shared.summary(result, record)

@@ -2,9 +2,13 @@
 
 What it shows: for each arm (reward_only, next_token_aux, belief_observation) over its runs
 (training seeds): return per step under greedy and sampled actions and as a fraction of the
-belief-MDP ceiling, and the decision-belief probe R² (global and within branches of equal
-last 2 visible tokens) of the agent against its two controls (an untrained module of the
-same architecture, the raw observation); mean and 95% Student-t interval across runs
+belief-MDP ceiling, and the decision-belief probe R² (global, within branches of equal last
+2 visible tokens, and of equal tokens and binned actions) of the agent against its controls
+on the agent's own held-out steps (an untrained module of the same architecture replayed on
+the agent's observations, the raw observation, window baselines on the last k tokens and
+actions), the paired agent-minus-control and agent-minus-best-window differences, the
+within-branch permutation p-value, the per-k window and per-layer within-branch R²; mean
+and 95% Student-t interval across runs
 (rl_harness.analysis.comparison, the machinery of `rl-harness compare`). The solver values
 (oracle, belief MDP, best stack-2, best memoryless) head the table.
 
@@ -41,11 +45,32 @@ METRICS = [
     "fraction_of_belief_mdp/greedy",
     "probe_r2",
     "probe_r2_within_branch",
+    "probe_r2_within_action_branch",
     "untrained_r2",
     "untrained_r2_within_branch",
     "observation_r2",
     "observation_r2_within_branch",
+    "agent_minus_untrained_within_branch",
+    "agent_minus_best_window_within_branch",
+    "agent_minus_best_window_within_action_branch",
+    "best_window_k",
+    "window_reaches_agent_within_branch_at_k",
+    "within_branch_permutation_p_value",
 ]
+# Per-k and per-layer keys (result.json "window_r2_within_branch" / "layer_r2_within_branch"):
+# those every run has are added (the smoke budget fits fewer windows than the CPU one).
+PER_RUN_GROUPS = ("window_r2_within_branch", "layer_r2_within_branch")
+
+
+def metric_keys(folders: list[Path]) -> list[str]:
+    """METRICS, then `<group>/<key>` for each per-k or per-layer key all runs report."""
+    common: dict[str, list[str]] = {}
+    for index, folder in enumerate(folders):
+        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        for group in PER_RUN_GROUPS:
+            keys = list(result.get(group) or {})
+            common[group] = keys if index == 0 else [k for k in common[group] if k in keys]
+    return METRICS + [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
 
 
 def study_root(context: RunContext) -> Path:
@@ -81,7 +106,7 @@ def run(context: RunContext) -> dict:
             f"no completed {kind} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
             "run the training leaves first"
         )
-    comparison = compare_runs(folders, METRICS, allow_mixed=context.smoke)
+    comparison = compare_runs(folders, metric_keys(folders), allow_mixed=context.smoke)
     values = shared.solver_values()
     files = write_comparison(comparison, context.results_dir)
     table = context.results_dir / "study_table.md"
