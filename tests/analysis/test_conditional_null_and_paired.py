@@ -141,3 +141,35 @@ def test_the_paired_difference_is_the_difference_of_the_scores_on_each_resample(
     assert paired.r2_pooled.high == pytest.approx(1.0 - b.r2_pooled.low, abs=1e-12)
     with pytest.raises(ValueError, match="weights must be"):
         paired_difference(targets, perfect, noisy, weights=weights[:, :5])
+
+
+def test_the_conditional_null_equals_a_refit_per_permutation():
+    # Shared SVD vs fit_affine + within_scores on each shuffle, same shuffles.
+    from rl_harness.analysis.probes import branch_sums, fit_affine, within_scores
+
+    rng, branches, targets, one_hot = branch_data(6, episodes=10, steps=12)
+    features = np.concatenate([one_hot, rng.normal(size=(10, 12, 3)) + targets[..., :1]], -1)
+    (x_tr, y_tr, b_tr), (x_te, y_te, b_te) = split(features, targets, branches, n_train=7)
+    null = conditional_permutation_null(
+        x_tr,
+        y_tr,
+        x_te,
+        y_te,
+        b_tr,
+        b_te,
+        ridge=0.0,
+        n_permutations=5,
+        rng=np.random.default_rng(11),
+    )
+    replay = np.random.default_rng(11)
+    for value in [null.observed, *null.null_r2_pooled]:
+        if value is null.observed:
+            train, test = np.arange(y_tr[..., 0].size), np.arange(y_te[..., 0].size)
+        else:
+            train = within_branch_shuffle(b_tr, replay)
+            test = within_branch_shuffle(b_te, replay)
+        probe = fit_affine(x_tr.reshape(-1, 7), y_tr.reshape(-1, 2)[train])
+        pred = probe.predict(x_te.reshape(-1, 7)).reshape(y_te.shape)
+        shuffled = y_te.reshape(-1, 2)[test].reshape(y_te.shape)
+        expected = within_scores(branch_sums(shuffled, pred, b_te).total()).r2_pooled[0]
+        assert value == pytest.approx(expected, abs=1e-9)
