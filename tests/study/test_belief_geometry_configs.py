@@ -15,7 +15,12 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
 from rl_harness import make_context
 from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
-from rl_harness.learners.models import NextTokenAuxHeadMixin, StatefulTransformerActorCritic
+from rl_harness.learners.models import (
+    KVCacheLearnerMixin,
+    NextTokenAuxHeadMixin,
+    StatefulTransformerActorCritic,
+)
+from rl_harness.learners.models.kv_cache import KVStepsToEpisodes
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
 STUDY = "experiments.mess3_belief_geometry"
@@ -52,6 +57,9 @@ def test_leaf_builds_and_validates_its_config(leaf, plan_name):
     assert config.minibatch_size == plan.minibatch and config.num_epochs == plan.num_epochs
     assert (config.gamma, config.lambda_, config.lr) == (0.99, 0.95, 3e-4)
     assert issubclass(config.learner_class, PPOTorchLearner)
+    # Per-step K/V storage (issue 26): episodes keep each step's new key/value only, and the
+    # learner rebuilds each chunk's start cache.
+    assert issubclass(config.learner_class, KVCacheLearnerMixin)
     # The module builds on the env's spaces and rejects nothing in its config.
     env = HMMVectorEnv(1, config.env_config)
     spec = config.rl_module_spec
@@ -60,6 +68,8 @@ def test_leaf_builds_and_validates_its_config(leaf, plan_name):
         env.single_action_space,
     )
     built = spec.build()
+    module_to_env = config.build_module_to_env_connector(env=env)
+    assert any(isinstance(c, KVStepsToEpisodes) for c in module_to_env.connectors)
     assert isinstance(built, StatefulTransformerActorCritic) and built.is_stateful()
     layout = env.layout
     observed = leaf == "belief_observation"

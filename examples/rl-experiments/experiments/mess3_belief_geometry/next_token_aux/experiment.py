@@ -36,7 +36,12 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from experiments.mess3_belief_geometry import shared
 from rl_harness import RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
-from rl_harness.learners.models import NextTokenAuxHeadMixin, StatefulTransformerActorCritic
+from rl_harness.learners.models import (
+    KVCacheLearnerMixin,
+    NextTokenAuxHeadMixin,
+    StatefulTransformerActorCritic,
+    store_kv_steps,
+)
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
 
@@ -137,8 +142,9 @@ class NextTokenAuxTransformer(NextTokenAuxHeadMixin, StatefulTransformerActorCri
     """The stateful transformer actor-critic plus a next-token classifier on its representation."""
 
 
-class NextTokenAuxPPOLearner(NextTokenAuxLossMixin, PPOTorchLearner):
-    """PPO's loss plus next_token_aux/weight * next-visible-token cross-entropy."""
+class NextTokenAuxPPOLearner(KVCacheLearnerMixin, NextTokenAuxLossMixin, PPOTorchLearner):
+    """PPO's loss plus next_token_aux/weight * next-visible-token cross-entropy, with each
+    training chunk's start cache rebuilt from the stored per-step keys/values."""
 
 
 def module_spec() -> RLModuleSpec:
@@ -148,7 +154,7 @@ def module_spec() -> RLModuleSpec:
 
 def build_config(plan: Budget) -> PPOConfig:
     """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
-    return (
+    config = (
         PPOConfig()
         .environment(ENV_ID, env_config=shared.env_config(info=["token"]))
         .env_runners(
@@ -174,6 +180,8 @@ def build_config(plan: Budget) -> PPOConfig:
         )
         .rl_module(rl_module_spec=module_spec())
     )
+    # Episodes store each step's new key/value, not the whole 64-step cache (issue 26).
+    return store_kv_steps(config)
 
 
 def run(context: RunContext) -> dict:

@@ -48,7 +48,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from experiments.mess3_belief_geometry import shared
 from rl_harness import RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
-from rl_harness.learners.models import StatefulTransformerActorCritic
+from rl_harness.learners.models import StatefulTransformerActorCritic, store_kv_steps
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def module_spec() -> RLModuleSpec:
 
 def build_config(plan: Budget) -> PPOConfig:
     """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
-    return (
+    config = (
         PPOConfig()
         .environment(ENV_ID, env_config=shared.env_config(info=[]))
         .env_runners(
@@ -181,6 +181,8 @@ def build_config(plan: Budget) -> PPOConfig:
         )
         .rl_module(rl_module_spec=module_spec())
     )
+    # Episodes store each step's new key/value, not the whole 64-step cache (issue 26).
+    return store_kv_steps(config)
 
 
 def run(context: RunContext) -> dict:
