@@ -12,6 +12,8 @@ Each solver returns a `Solution`: the long-run average reward per step `value` a
 
 Every `Solution` says whether its capped loops converged (`converged`, `iterations`,
 `residual`); an unconverged one warns once (`SolverConvergenceWarning`) and is not cached.
+A solve that runs (not a cache hit) logs one INFO line when it starts and one when it ends
+(value, converged, seconds) on the stdlib logger "rl_harness.envs.mess3.solvers".
 
 `OccupancyProblem(alpha, w_max, beta, occupancy_states, action_cost)` holds the parameters and
 builds the matching env_config (`problem.env_config(delay)`). Results are cached on disk keyed

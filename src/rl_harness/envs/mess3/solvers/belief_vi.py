@@ -165,11 +165,17 @@ def solve_belief_vi(
         "polish_rounds": polish_rounds,
         "max_sweeps": max_sweeps,
     }
+    n_beliefs = (per_edge + 1) * (per_edge + 2) // 2  # SimplexGrid(per_edge)'s points
     value, arrays = cached(
         resolve_cache(cache),
         settings,
         lambda: _solve(
             problem, delay, per_edge, per_axis, tolerance, polish_rounds, max_sweeps, progress
+        ),
+        name=f"belief_vi (delay {delay})",
+        plan=(
+            f"relative value iteration on {n_beliefs:,} grid beliefs ({per_edge} intervals per "
+            f"edge) x {per_axis**2:,} lattice actions, {polish_rounds} continuous polish rounds"
         ),
     )
     return Solution.from_arrays(

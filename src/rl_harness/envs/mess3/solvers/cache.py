@@ -6,14 +6,21 @@ Location: $RL_HARNESS_SOLVER_CACHE if set, else $XDG_CACHE_HOME/rl_harness/mess3
 canonical JSON key; written to a temporary file and renamed, so readers never see half a file.
 Only converged results are stored: an unconverged one (arrays["converged"] false) is returned
 with one SolverConvergenceWarning (`warnings`) and computed afresh next time.
+
+A solve that runs (not served from the cache) says what it is doing on the stdlib logger
+"rl_harness.envs.mess3.solvers" (`log`): one INFO line when it starts (which solver, how big
+its problem is) and one when it ends (value, converged, seconds). A cache hit logs nothing.
+The harness CLI shows these lines (its handler is on the parent "rl_harness" logger).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +29,10 @@ from typing import Any
 import numpy as np
 
 from rl_harness.envs.mess3.solvers.solution import SolverConvergenceWarning
+
+# Stdlib logging only: envs import no other rl_harness layer (the harness configures the
+# parent "rl_harness" logger's console handler).
+log = logging.getLogger("rl_harness.envs.mess3.solvers")
 
 CACHE_ENV = "RL_HARNESS_SOLVER_CACHE"
 # Part of every key: bump it when a solver's algorithm changes what it returns, so a fixed
@@ -49,12 +60,17 @@ def cached(
     directory: Path | None,
     key: dict[str, Any],
     compute: Callable[[], tuple[float, dict[str, np.ndarray]]],
+    *,
+    name: str,
+    plan: str,
 ) -> tuple[float, dict[str, np.ndarray]]:
     """(value, arrays) for `key`, from `directory` when present, else computed (and stored
-    when converged). `compute` returns arrays holding "converged", "iterations", "residual"."""
+    when converged). `compute` returns arrays holding "converged", "iterations", "residual".
+    A computation logs `name` and `plan` (what it will do, how big) when it starts and
+    `name` with its value, convergence and seconds when it ends."""
     text = json.dumps({"version": SOLVER_VERSION, **key}, sort_keys=True)
     if directory is None:
-        return _checked(compute(), text)
+        return _checked(_logged(compute, name, plan), text)
     path = directory / f"{key['solver']}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.npz"
     if path.exists():
         with np.load(path) as stored:
@@ -63,7 +79,7 @@ def cached(
                 value = float(arrays.pop("value"))
                 arrays.pop("key")
                 return value, arrays
-    value, arrays = _checked(compute(), text)
+    value, arrays = _checked(_logged(compute, name, plan), text)
     if not bool(arrays["converged"]):
         return value, arrays
     directory.mkdir(parents=True, exist_ok=True)
@@ -75,6 +91,23 @@ def cached(
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return value, arrays
+
+
+def _logged(
+    compute: Callable[[], tuple[float, dict[str, np.ndarray]]], name: str, plan: str
+) -> tuple[float, dict[str, np.ndarray]]:
+    """compute(), between an INFO line saying what starts and one with how it ended."""
+    log.info("solving %s: %s", name, plan)
+    started = time.perf_counter()
+    value, arrays = compute()
+    log.info(
+        "solved %s: value %.6f, converged %s, %.1f s",
+        name,
+        value,
+        bool(arrays["converged"]),
+        time.perf_counter() - started,
+    )
     return value, arrays
 
 

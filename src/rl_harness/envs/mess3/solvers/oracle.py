@@ -86,6 +86,13 @@ def solve_oracle(
     settings = {"solver": "oracle", "problem": problem.settings(), "per_axis": per_axis}
     settings["max_iterations"] = max_iterations
     value, arrays = cached(
-        resolve_cache(cache), settings, lambda: _solve(problem, per_axis, max_iterations)
+        resolve_cache(cache),
+        settings,
+        lambda: _solve(problem, per_axis, max_iterations),
+        name="oracle",
+        plan=(
+            f"state known, 3 states: value iteration over {per_axis**2:,} lattice actions, "
+            f"then policy iteration with a continuous polish (at most {max_iterations} steps)"
+        ),
     )
     return Solution.from_arrays("oracle", value, StatePolicy.from_arrays(arrays), settings, arrays)

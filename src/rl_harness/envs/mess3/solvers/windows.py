@@ -331,22 +331,29 @@ def _distinct(results: list[_Ascent], n: int) -> list[_Ascent]:
     return kept
 
 
+def _scan_choices(w_max: float, k: int, scan_per_axis: int) -> tuple[str, np.ndarray] | None:
+    """The whole-table scan of the starts: (what it covers, the actions each window takes),
+    or None when even the all-corner tables are too many (k >= 3)."""
+    n_windows = 3**k
+    coarse = action_lattice(w_max, scan_per_axis)
+    if len(coarse) ** n_windows <= _SCAN_TABLES:
+        label = f"all {len(coarse)}**{n_windows} tables on a {scan_per_axis}x{scan_per_axis} "
+        return label + "lattice scanned", coarse
+    corners = np.array([[-1, -1], [-1, 1], [1, -1], [1, 1]], dtype=np.float64) * w_max
+    if len(corners) ** n_windows <= _SCAN_TABLES:
+        return f"all 4**{n_windows} corner tables scanned", corners
+    return None
+
+
 def _starts(problem, chain, lifted, scan_per_axis, n_starts, seed):
     """Named groups of start tables (see the module docstring) and what they cover."""
     n_windows = 3**chain.k
     w_max = problem.w_max
-    corners = np.array([[-1, -1], [-1, 1], [1, -1], [1, 1]], dtype=np.float64) * w_max
-    coarse = action_lattice(w_max, scan_per_axis)
     groups: dict[str, np.ndarray] = {}
-    if len(coarse) ** n_windows <= _SCAN_TABLES:
-        groups[
-            f"all {len(coarse)}**{n_windows} tables on a {scan_per_axis}x{scan_per_axis} "
-            "lattice scanned"
-        ] = _scan(problem, chain, coarse, n_starts)
-    elif len(corners) ** n_windows <= _SCAN_TABLES:
-        groups[f"all 4**{n_windows} corner tables scanned"] = _scan(
-            problem, chain, corners, n_starts
-        )
+    scan = _scan_choices(w_max, chain.k, scan_per_axis)
+    if scan is not None:
+        label, choices = scan
+        groups[label] = _scan(problem, chain, choices, n_starts)
     if lifted is not None:
         # Window v mod 3**(k-1) drops the oldest token: a (k-1)-table acting on k-windows.
         groups[f"{len(lifted)} lifted stack_{chain.k - 1} optima"] = lifted[
@@ -476,11 +483,36 @@ def _cached_stack(problem, delay, k, options, cache, progress):
         resolve_cache(cache),
         settings,
         lambda: _solve(problem, delay, k, options, lifted, progress),
+        name=f"{'reactive' if k == 1 else f'stack_{k}'} table (delay {delay})",
+        plan=_plan_text(problem, WindowChain(delay, k), options, lifted),
     )
     # The lifted (k - 1) optimum is one of the starts and an ascent never loses value.
     if lower is not None and value < lower - 1e-12:
         raise AssertionError(f"stack_{k} {value} fell below stack_{k - 1} {lower}")
     return value, arrays, settings
+
+
+def _plan_text(
+    problem: OccupancyProblem, chain: WindowChain, options: dict, lifted: np.ndarray | None
+) -> str:
+    """What a stack_k solve will search, for its start log line."""
+    n_windows = 3**chain.k
+    scan = _scan_choices(problem.w_max, chain.k, options["scan_per_axis"])
+    n_starts = options["n_starts"]
+    starts = [f"{n_starts} random"]
+    if scan is not None:
+        starts.insert(0, f"the scan's best {n_starts}")
+    if lifted is not None:
+        starts.append(f"{len(lifted)} lifted stack_{chain.k - 1} optima")
+    scanned = (
+        f"global scan of {len(scan[1]) ** n_windows:,} tables"
+        if scan is not None
+        else "no whole-table scan (too many tables)"
+    )
+    return (
+        f"{n_windows} windows, a {chain.size}-state joint chain; {scanned}; "
+        f"ascent from {', '.join(starts)} start tables"
+    )
 
 
 def solve_reactive(problem: OccupancyProblem, delay: int, **options) -> Solution:
