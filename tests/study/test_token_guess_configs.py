@@ -1,22 +1,24 @@
 """Fast checks of the token-guess study (experiments.mess3_token_guess): each training leaf
 builds the config the issue specifies for every budget, the two leaves differ only in their
-loss, the exact ceilings, the checkpoint choice, the passive probe episodes and the
-synthesis tables."""
+loss, the exact ceilings, the checkpoint schedule (step 0 and log-spaced) and the
+checkpoints the analysis probes, the passive probe episodes and the synthesis tables."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from dataclasses import asdict
 
 import numpy as np
 import pytest
+import torch
 from experiments.mess3_token_guess import shared
 from experiments.mess3_token_guess.synthesis import experiment as synthesis
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
-from rl_harness import make_context
-from rl_harness.analysis import collect_rollouts, info_target
+from rl_harness import RunResult, make_context
+from rl_harness.analysis import RunArtifacts, collect_rollouts, info_target
 from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
 from rl_harness.envs.mess3 import bayes_optimal_next_token_reward
 from rl_harness.learners.models import TransformerActorCritic
@@ -166,12 +168,104 @@ def test_ceilings_are_exact_and_agree_with_filtering():
     assert values["token_entropy_bits"] == pytest.approx(np.log2(3))
 
 
-def test_log_spaced_checkpoints():
-    assert shared.log_spaced(list(range(1, 25))) == [1, 2, 4, 8, 16, 24]
-    assert shared.log_spaced(list(range(1, 17))) == [1, 2, 4, 8, 16]
-    assert shared.log_spaced([1]) == [1]
-    assert shared.log_spaced([3, 5, 6]) == [6]
-    assert shared.log_spaced([]) == []
+def _saved_iterations(schedule, plan) -> list[int]:
+    """The iterations a direct run saves under `schedule`: step 0 when `at_start`, those
+    the schedule's `reasons` name after each iteration, and the last (the runners' final
+    checkpoint)."""
+    saved = [0] if schedule.at_start else []
+    for iteration in range(1, plan.iterations + 1):
+        if schedule.reasons(
+            iteration,
+            iteration * plan.train_batch,
+            previous_iteration=iteration - 1,
+            previous_env_steps=(iteration - 1) * plan.train_batch,
+        ):
+            saved.append(iteration)
+    return saved if saved[-1] == plan.iterations else [*saved, plan.iterations]
+
+
+def test_checkpoint_schedule_saves_step_0_and_log_spaced_iterations():
+    schedule = shared.checkpoint_schedule()
+    assert schedule.at_start  # the run's own initial weights: the step-0 probe
+    assert schedule.every == 0  # no checkpoint per iteration: only what the analysis probes
+    for leaf in TRAINING_LEAVES:
+        module = recipe(leaf)
+        assert _saved_iterations(schedule, module.SMOKE) == [0, 1]
+        assert _saved_iterations(schedule, module.CPU) == [0, 1, 2, 4, 8, 16, 24]
+        assert _saved_iterations(schedule, module.FULL) == [0, 1, 2, 4, 8, 16, 32, 64, 77]
+
+
+def _checkpoint(artifacts, iteration) -> str:
+    folder = artifacts / "checkpoints" / f"iter_{iteration:06d}"
+    folder.mkdir(parents=True)
+    (folder / "rllib_checkpoint.json").write_text("{}")
+    return f"checkpoints/iter_{iteration:06d}"
+
+
+def test_probe_points_are_the_runs_own_checkpoints_from_step_0(tmp_path):
+    results, artifacts = tmp_path / "results" / "r", tmp_path / "artifacts" / "r"
+    results.mkdir(parents=True)
+    (results / "summary.json").write_text(json.dumps({"run_id": "r"}))
+    rows = [
+        {"iteration": 0, "env_steps": 0, "path": _checkpoint(artifacts, 0), "reasons": ["start"]},
+        {"iteration": 1, "env_steps": 100, "path": _checkpoint(artifacts, 1), "reasons": ["log"]},
+        # recorded, then deleted: not probed
+        {"iteration": 2, "env_steps": 200, "path": "checkpoints/iter_000002", "reasons": ["log"]},
+        {
+            "iteration": 3,
+            "env_steps": None,
+            "path": _checkpoint(artifacts, 3),
+            "reasons": ["final"],
+        },
+    ]
+    # written newest first: the probe still goes oldest first
+    (results / "checkpoints.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[::-1]))
+    metrics = [
+        {"training_iteration": i, "num_env_steps_sampled_lifetime": 100 * i} for i in (1, 2, 3)
+    ]
+    (results / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    points = shared.probe_points(RunArtifacts.open(results))
+    assert [(p.iteration, p.env_steps, p.reasons) for p in points] == [
+        (0, 0, ("start",)),
+        (1, 100, ("log",)),
+        (3, 300, ("final",)),  # env steps from metrics.jsonl where the row lacks them
+    ]
+    assert [p.path for p in points] == [
+        (artifacts / "checkpoints" / f"iter_{i:06d}").resolve() for i in (0, 1, 3)
+    ]
+    for row in rows:
+        if row["iteration"] != 2:
+            path = artifacts / row["path"]
+            (path / "rllib_checkpoint.json").unlink()
+    with pytest.raises(RuntimeError, match="no local checkpoint"):
+        shared.probe_points(RunArtifacts.open(results))
+
+
+def test_summary_step_0_fields_come_only_from_step_0():
+    def point(iteration, value):
+        return {
+            "iteration": iteration,
+            "env_steps": iteration * 10,
+            "greedy_accuracy": value,
+            "r2": value,
+            "r2_within_branch": value,
+            "fraction_of_bayes_optimal": value,
+        }
+
+    record = {
+        "env_steps": 40,
+        "ceilings": {"bayes_optimal_accuracy": 0.69, "newest_token_accuracy": 0.67},
+        "training_wall_time_s": 1.0,
+        "analysis_wall_time_s": 2.0,
+        "checkpoints": [point(0, 0.1), point(4, 0.6)],
+    }
+    result = RunResult(final_metrics={}, iterations=4, checkpoint_path=None)
+    summary = shared.summary(result, record)
+    assert (summary["step0_probe_r2"], summary["probe_r2"]) == (0.1, 0.6)
+    # A resumed run has no step-0 checkpoint: its first probe is not called step 0.
+    resumed = shared.summary(result, record | {"checkpoints": [point(2, 0.4), point(4, 0.6)]})
+    assert resumed["step0_probe_r2"] is None and resumed["step0_greedy_accuracy"] is None
+    assert [p["iteration"] for p in resumed["over_training"]] == [2, 4]
 
 
 def test_expected_accuracy_is_the_chosen_tokens_probability():
@@ -185,13 +279,27 @@ def test_expected_accuracy_is_the_chosen_tokens_probability():
     assert result["greedy"] < result["bayes_optimal"]  # token 0 is wrong for the 2nd belief
 
 
+def _module(spec, seed):
+    """The leaf's architecture with fresh weights seeded from `seed`."""
+    env = shared._probe_env(1)
+    spec = dataclasses.replace(
+        spec,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+    )
+    env.close()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return spec.build()
+
+
 def test_probe_episodes_are_the_same_for_every_module():
     # Passive process + seeded episodes: two different modules see the same tokens and
     # beliefs (what lets the analysis compare checkpoints on one set of episodes).
     spec = recipe("ppo").module_spec()
     rollouts = [
         collect_rollouts(
-            shared.fresh_module(spec, seed),
+            _module(spec, seed),
             shared._probe_env,
             n_episodes=4,
             episode_steps=20,
@@ -206,7 +314,7 @@ def test_probe_episodes_are_the_same_for_every_module():
     assert np.array_equal(rollouts[0].observations, rollouts[1].observations)
     assert np.array_equal(rollouts[0].targets, rollouts[1].targets)
     assert not np.array_equal(rollouts[0].representations, rollouts[1].representations)
-    names = shared.residual_names(shared.fresh_module(spec, 1))
+    names = shared.residual_names(_module(spec, 1))
     assert names == ["embed", "block_1", "block_2", "block_3", "block_4", "final_norm"]
     assert rollouts[0].representations.shape == (4, 20, 6 * 64)
     # The windows are full after the warm-up: every one of the 10 positions holds a token.

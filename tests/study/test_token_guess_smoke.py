@@ -1,24 +1,44 @@
 """The token-guess study end to end through the real CLI in smoke mode: `ppo`, `supervised`,
 then `synthesis` over their runs. Each run starts Ray, trains one small iteration and probes
-step 0 and the checkpoint: minutes on 2 cores, so these are `slow`."""
+its step-0 and iteration-1 checkpoints: minutes on 2 cores, so these are `slow`. A leaf's
+run starts when a test first needs it, so `-k "writes_its_records and ppo"` runs one."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib.image
 import pytest
+import torch
 
+from rl_harness.analysis import load_module
 from tests.study.test_belief_geometry_smoke import smoke
 from tests.study.test_token_guess_configs import STUDY, TRAINING_LEAVES
 
 DEPTHS = {"embed", "block_1", "block_2", "block_3", "block_4", "final_norm"}
 
 
+class StudyRuns:
+    """The training leaves' smoke runs under one root, each run when first asked for."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._runs: dict[str, Path] = {}
+
+    def __getitem__(self, leaf: str) -> Path:
+        if leaf not in self._runs:
+            self._runs[leaf] = smoke(TRAINING_LEAVES[leaf], self.root, leaf)
+        return self._runs[leaf]
+
+
 @pytest.fixture(scope="module")
 def study_runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("token_guess")
-    return root, {leaf: smoke(target, root, leaf) for leaf, target in TRAINING_LEAVES.items()}
+    return StudyRuns(tmp_path_factory.mktemp("token_guess"))
+
+
+def _weights(checkpoint: str) -> dict[str, torch.Tensor]:
+    return load_module(Path(checkpoint)).state_dict()
 
 
 def _learner_keys(run_dir):
@@ -29,13 +49,13 @@ def _learner_keys(run_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
 def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
-    _, runs = study_runs
-    run_dir = runs[leaf]
+    run_dir = study_runs[leaf]
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["options"]["smoke"] is True
     metrics = json.loads((run_dir / "probe_metrics.json").read_text())
     result = json.loads((run_dir / "result.json").read_text())
     assert metrics["recipe"] == leaf and metrics["env_steps"] == 1024
+    assert metrics["schema_version"] == 2
     assert metrics["process"] == {
         "model": "rl_harness.envs.mess3:mess3_model",
         "x": 0.05,
@@ -44,22 +64,30 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     }
     points = metrics["checkpoints"]
     assert [(p["iteration"], p["env_steps"]) for p in points] == [(0, 0), (1, 1024)]
+    # Step 0 is the run's own step-0 checkpoint, as checkpoints.jsonl records it; training
+    # then changed the weights.
+    saved = [json.loads(line) for line in (run_dir / "checkpoints.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r["env_steps"], r["reasons"]) for r in saved] == [
+        (0, 0, ["start"]),
+        (1, 1024, ["log"]),
+    ]
+    assert points[0]["source"].endswith("iter_000000")
     assert points[1]["source"].endswith("iter_000001")
+    before, after = _weights(points[0]["source"]), _weights(points[1]["source"])
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
     for point in points:
         assert 0.0 <= point["greedy_accuracy"] <= point["bayes_optimal_same_steps"] <= 1.0
         assert point["probe"]["n_train_episodes"] + point["probe"]["n_test_episodes"] == 8
         assert point["probe"]["within_branch"]["k"] == 2
         assert point["r2"] == point["probe"]["r2_pooled"]["value"]
     assert set(metrics["final_by_depth"]) == DEPTHS
-    # The summary is the last checkpoint's; the step-0 module is the same for both leaves
-    # (same spec, same seed), so their step-0 numbers agree.
+    # The summary is the last checkpoint's, its step-0 fields step 0's.
     assert result["greedy_accuracy"] == points[-1]["greedy_accuracy"]
+    assert result["step0_probe_r2"] == points[0]["r2"]
     assert result["probe_r2_within_branch"] == points[-1]["r2_within_branch"]
     assert result["bayes_optimal_accuracy"] == pytest.approx(0.689577, abs=1e-6)
     assert [p["env_steps"] for p in result["over_training"]] == [0, 1024]
-    other = runs["supervised" if leaf == "ppo" else "ppo"]
-    other_metrics = json.loads((other / "probe_metrics.json").read_text())
-    assert other_metrics["checkpoints"][0]["probe"] == points[0]["probe"]
     # The supervised learner computes only its cross-entropy: none of PPO's loss terms.
     keys = _learner_keys(run_dir)
     if leaf == "supervised":
@@ -71,8 +99,23 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
 
 
 @pytest.mark.slow
+def test_both_leaves_start_from_the_same_weights(study_runs):
+    # Same spec, same seed: RLlib's Learner seeds torch before it builds its module, so the
+    # two leaves' step-0 checkpoints hold the same weights and their step-0 probes agree.
+    step_0 = {
+        leaf: json.loads((study_runs[leaf] / "probe_metrics.json").read_text())["checkpoints"][0]
+        for leaf in TRAINING_LEAVES
+    }
+    ppo, supervised = _weights(step_0["ppo"]["source"]), _weights(step_0["supervised"]["source"])
+    assert ppo.keys() == supervised.keys()
+    assert all(torch.equal(ppo[k], supervised[k]) for k in ppo)
+    assert step_0["ppo"]["probe"] == step_0["supervised"]["probe"]
+
+
+@pytest.mark.slow
 def test_synthesis_smoke_compares_the_leaves(study_runs):
-    root, runs = study_runs
+    root = study_runs.root
+    runs = {leaf: study_runs[leaf] for leaf in TRAINING_LEAVES}
     run_dir = smoke(
         f"{STUDY}.synthesis.experiment",
         root,

@@ -17,10 +17,11 @@ module holds only what must stay identical between them so that their numbers co
   equal last BRANCH_K tokens; at the last checkpoint also every depth of the residual
   stream; the fractal plot of probed beliefs beside the exact mixed-state presentation.
 
-Checkpoints: the leaves save one per iteration (`checkpoint_every=1`) and the analysis reads
-the log-spaced ones. Step 0 is a fresh module of the same spec, seeded from the run's seed
-(the run's own initial weights are not saved by the runners yet); when the runners' step-0
-and log-spaced checkpoint schedule lands, `probe_points` reads those instead.
+Checkpoints (`checkpoint_schedule`): the leaves save the run's own initial weights before
+any training (step 0), iterations 1, 2, 4, 8, ... and the last; the analysis probes every
+checkpoint the run recorded in its checkpoints.jsonl (`probe_points`), so step 0 is the
+agent the run started from. A resumed run saves no step 0: its probes start at its first
+checkpoint and the summary's step-0 fields are None.
 
 The probe episodes are the same at every checkpoint: the process is passive (actions never
 change it) and the env draws from named streams of each episode's seed, so every checkpoint
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,16 +39,18 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rl_harness import RunContext, RunResult, write_json
+from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
 from rl_harness.analysis import (
     RunArtifacts,
+    RunCheckpoint,
     collect_rollouts,
     evaluate_probe,
     info_target,
     load_module,
     mixed_state_scatter,
+    run_checkpoints,
     simplex_scatter,
 )
 from rl_harness.envs.hmm import (
@@ -58,7 +60,6 @@ from rl_harness.envs.hmm import (
     next_token_probabilities,
 )
 from rl_harness.envs.mess3 import mess3_model
-from rl_harness.seeding import stream_seed
 
 # The process (explicit: libraries default to other values).
 X = 0.05
@@ -75,6 +76,10 @@ PROBE_RIDGE = 1e-6
 PROBE_TEST_FRACTION = 0.25
 BELIEF_NAMES = ["belief_state_0", "belief_state_1", "belief_state_2"]
 REPRESENTATION = "final_norm"  # the post-final-norm residual at the newest position
+
+# probe_metrics.json: 2 = step 0 is the run's own step-0 checkpoint (before it, unversioned:
+# a fresh module of the same spec seeded from the run's seed stood in for it).
+PROBE_SCHEMA_VERSION = 2
 
 # metrics.jsonl keys.
 STEPS_KEY = "num_env_steps_sampled_lifetime"
@@ -160,57 +165,29 @@ def _probe_env(num_envs: int) -> HMMVectorEnv:
     return HMMVectorEnv(num_envs, env_config(["belief"], random_first_episode_length=False))
 
 
-def fresh_module(spec: RLModuleSpec, seed: int) -> RLModule:
-    """The leaf's architecture with fresh weights seeded from `seed` (step 0)."""
-    env = _probe_env(1)
-    spec = dataclasses.replace(
-        spec,
-        observation_space=env.single_observation_space,
-        action_space=env.single_action_space,
-    )
-    env.close()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return spec.build()
+def checkpoint_schedule() -> CheckpointSchedule:
+    """Step 0 (the run's initial weights, before any training) and iterations 1, 2, 4, 8,
+    ...; the runners always add the last iteration's."""
+    return CheckpointSchedule(at_start=True, log_base=2.0, log_first=1.0, log_unit="iterations")
 
 
-def log_spaced(iterations: Sequence[int]) -> list[int]:
-    """The powers of two among `iterations`, and the last one."""
-    chosen = [i for i in iterations if i > 0 and i & (i - 1) == 0]
-    if iterations and iterations[-1] not in chosen:
-        chosen.append(iterations[-1])
-    return chosen
-
-
-def _iteration_of(checkpoint: Path) -> int | None:
-    match = re.fullmatch(r"iter_(\d+)", checkpoint.name)
-    return int(match.group(1)) if match else None
-
-
-def probe_points(
-    run: RunArtifacts, spec: RLModuleSpec, seed: int
-) -> list[tuple[int, int, str, Any]]:
-    """(iteration, env steps, source, module loader) for step 0 and the log-spaced
-    checkpoints of `run`, oldest first."""
-    steps = {row[ITERATION_KEY]: row.get(STEPS_KEY) for row in run.metrics()}
-    by_iteration = {
-        _iteration_of(path): path for path in run.checkpoints() if _iteration_of(path) is not None
-    }
-    fresh = stream_seed(seed, "study", "step_0_module")
-    points: list[tuple[int, int, str, Any]] = [
-        (0, 0, "fresh module of the same spec", lambda: fresh_module(spec, fresh))
-    ]
-    for iteration in log_spaced(sorted(by_iteration)):
-        path = by_iteration[iteration]
-        points.append(
-            (
-                iteration,
-                int(steps.get(iteration) or 0),
-                str(path),
-                functools.partial(load_module, path),
-            )
-        )
-    return points
+def probe_points(run: RunArtifacts) -> list[RunCheckpoint]:
+    """The run's own checkpoints (checkpoints.jsonl: step 0, log-spaced, the last) that are
+    still on this disk, oldest first, one per iteration; env steps filled from metrics.jsonl
+    where a row lacks them."""
+    steps = {row.get(ITERATION_KEY): row.get(STEPS_KEY) for row in run.metrics()}
+    points: dict[int, RunCheckpoint] = {}
+    for checkpoint in run_checkpoints(run):
+        if not isinstance(checkpoint.path, Path):
+            continue  # a URI: the probe loads modules from local folders
+        if checkpoint.env_steps is None:
+            count = 0 if checkpoint.iteration == 0 else steps.get(checkpoint.iteration)
+            env_steps = int(count) if isinstance(count, int | float) else None
+            checkpoint = dataclasses.replace(checkpoint, env_steps=env_steps)
+        points[checkpoint.iteration] = checkpoint
+    if not points:
+        raise RuntimeError(f"run {run.results_dir} has no local checkpoint to probe")
+    return [points[iteration] for iteration in sorted(points)]
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -251,15 +228,14 @@ def analyze(
     context: RunContext,
     *,
     label: str,
-    module_spec: RLModuleSpec,
     plan: ProbeBudget,
     training_curve: TrainingCurve,
 ) -> dict[str, Any]:
-    """Probe this run at step 0 and its log-spaced checkpoints; write probe_metrics.json,
-    fractal.png and learning_curve.png into the results folder.
+    """Probe this run's own checkpoints (step 0 and the log-spaced ones, `probe_points`);
+    write probe_metrics.json, fractal.png and learning_curve.png into the results folder.
 
-    `module_spec` is the leaf's, `plan` its Budget (recorded whole), `training_curve` its
-    training metric (the learning curve's third panel).
+    `plan` is the leaf's Budget (recorded whole), `training_curve` its training metric (the
+    learning curve's third panel).
     """
     started = time.perf_counter()
     run = RunArtifacts.open(context.results_dir)
@@ -278,8 +254,9 @@ def analyze(
         policy="greedy",
     )
     points, reference_obs, snapshots = [], None, {}
-    for iteration, env_steps, source, load in probe_points(run, module_spec, context.seed):
-        module = load()
+    for checkpoint in probe_points(run):
+        iteration = checkpoint.iteration
+        module = load_module(checkpoint.path)
         rollouts = collect(module)
         if reference_obs is None:
             reference_obs = rollouts.observations
@@ -307,8 +284,8 @@ def analyze(
         accuracy = expected_accuracy(hmm, rollouts.targets, rollouts.actions)
         point = {
             "iteration": iteration,
-            "env_steps": env_steps,
-            "source": source,
+            "env_steps": checkpoint.env_steps,
+            "source": str(checkpoint.path),
             "greedy_accuracy": accuracy["greedy"],
             "greedy_hit_rate": rollouts.mean_reward_per_step(),
             "bayes_optimal_same_steps": accuracy["bayes_optimal"],
@@ -343,6 +320,7 @@ def analyze(
     rows = run.metrics()
     final = rows[-1] if rows else {}
     record = {
+        "schema_version": PROBE_SCHEMA_VERSION,
         "recipe": label,
         "process": {"model": MODEL, "x": X, "alpha": ALPHA, "task": TASK},
         "token_window": TOKEN_WINDOW,
@@ -480,7 +458,9 @@ def plot_training(
 def summary(result: RunResult, record: Mapping[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     points = record["checkpoints"]
-    first, last = points[0], points[-1]
+    last = points[-1]
+    # A resumed run has no step-0 checkpoint: its step-0 fields are None, not its first probe.
+    first = points[0] if points[0]["iteration"] == 0 else {}
     return {
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
@@ -490,9 +470,9 @@ def summary(result: RunResult, record: Mapping[str, Any]) -> dict[str, Any]:
         "fraction_of_bayes_optimal": last["fraction_of_bayes_optimal"],
         "probe_r2": last["r2"],
         "probe_r2_within_branch": last["r2_within_branch"],
-        "step0_greedy_accuracy": first["greedy_accuracy"],
-        "step0_probe_r2": first["r2"],
-        "step0_probe_r2_within_branch": first["r2_within_branch"],
+        "step0_greedy_accuracy": first.get("greedy_accuracy"),
+        "step0_probe_r2": first.get("r2"),
+        "step0_probe_r2_within_branch": first.get("r2_within_branch"),
         "over_training": [
             {
                 key: point[key]

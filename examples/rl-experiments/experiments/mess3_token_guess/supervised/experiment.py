@@ -149,12 +149,16 @@ def build_config(plan: Budget) -> PPOConfig:
 
 def run(context: RunContext) -> dict:
     plan = budget(context)
-    # One checkpoint per iteration; the analysis probes the log-spaced ones.
-    result = run_algorithm(build_config(plan), context, stop=plan.iterations, checkpoint_every=1)
+    # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=shared.checkpoint_schedule(),
+    )
     record = shared.analyze(
         context,
         label="supervised",
-        module_spec=module_spec(),
         plan=plan,
         training_curve=shared.TrainingCurve(
             key="learners/default_policy/next_token/loss_bits",
