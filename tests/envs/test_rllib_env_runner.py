@@ -6,7 +6,7 @@ import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rl_harness.envs.hmm import ENV_ID, IMPORTING_ENV_ID, HMMVectorEnv
+from rl_harness.envs.hmm import ENV_ID, REGISTERED_ENV_ID, HMMVectorEnv
 from tests.envs.helpers import mess3_config
 
 
@@ -30,9 +30,10 @@ def sample_with(env_id: str, mode: str):
 
 
 def test_env_runner_uses_the_batched_env_and_matches_sync_vectorization():
-    # The importing id is what remote env runners need; both ids name the same env.
-    batched_runner, batched = sample_with(IMPORTING_ENV_ID, "vector_entry_point")
-    sync_runner, synced = sample_with(ENV_ID, "sync")
+    # ENV_ID imports the package first (what remote env runners need); both ids name the
+    # same env.
+    batched_runner, batched = sample_with(ENV_ID, "vector_entry_point")
+    sync_runner, synced = sample_with(REGISTERED_ENV_ID, "sync")
     assert isinstance(batched_runner.env.unwrapped, HMMVectorEnv)
     assert not isinstance(sync_runner.env.unwrapped, HMMVectorEnv)
     assert len(batched) == len(synced) > 4

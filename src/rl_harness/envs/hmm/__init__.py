@@ -20,14 +20,15 @@ autoreset), both built from the same JSON-serializable env_config (see `HMMEnvCo
      "include_decision_belief": False,
      "observation_delay": 0, "info": ["token", "belief"]}
 
-Importing this package registers ENV_ID = "rl_harness/HMM-v0" with gymnasium (entry point
-and vector entry point), so with RLlib:
+Importing this package registers REGISTERED_ENV_ID = "rl_harness/HMM-v0" with gymnasium
+(entry point and vector entry point). Recipes use ENV_ID, "rl_harness.envs.hmm:rl_harness/
+HMM-v0": gymnasium imports this package (and so registers the id) in whichever process
+builds the env, RLlib's remote env runners included:
 
-    config.environment("rl_harness/HMM-v0", env_config=...)
+    config.environment(ENV_ID, env_config=...)
     config.env_runners(gym_env_vectorize_mode="vector_entry_point")
 
-For remote env runners use IMPORTING_ENV_ID ("rl_harness.envs.hmm:rl_harness/HMM-v0"),
-which makes gymnasium import this package (and so register the id) in the worker.
+(IMPORTING_ENV_ID is the same id under its earlier name.)
 
 Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
 `ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step
@@ -85,7 +86,12 @@ from rl_harness.envs.hmm.processes import (
     zero_one_random_model,
 )
 from rl_harness.envs.hmm.product import ProductHMM, product_hmm
-from rl_harness.envs.hmm.registration import ENV_ID, IMPORTING_ENV_ID, register_envs
+from rl_harness.envs.hmm.registration import (
+    ENV_ID,
+    IMPORTING_ENV_ID,
+    REGISTERED_ENV_ID,
+    register_envs,
+)
 from rl_harness.envs.hmm.simulator import ObservationLayout
 from rl_harness.envs.hmm.task import ContinuousTask, Control, Task, Transition
 from rl_harness.envs.hmm.vector_env import HMMVectorEnv
@@ -97,6 +103,7 @@ __all__ = [
     "ContinuousTask",
     "Control",
     "IMPORTING_ENV_ID",
+    "REGISTERED_ENV_ID",
     "INFO_KEYS",
     "HMMEnv",
     "HMMEnvConfig",
