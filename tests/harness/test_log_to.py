@@ -70,10 +70,11 @@ def run_leaf(tmp_path: Path, run_id: str, *options: str) -> Path:
     return leaf
 
 
-def test_direct_runner_mirrors_to_all_three_backends(ray_session, tmp_path, file_store):
+def test_direct_runner_mirrors_to_all_three_backends(ray_session, tmp_path, file_store, capsys):
     leaf = run_leaf(
         tmp_path, "mirrored", "--log-to", "tensorboard", "--log-to", "mlflow", "--log-to", "wandb"
     )
+    assert "warning: --log-to" not in capsys.readouterr().err  # params logged too, no mirror off
     recorded = rows(leaf / "results" / "mirrored")
     expected = [(r["training_iteration"], r[RETURN]) for r in recorded]
     assert [step for step, _ in expected] == [1, 2]

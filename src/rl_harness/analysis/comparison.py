@@ -42,6 +42,7 @@ from typing import Any
 
 from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
 from rl_harness.harness.configrecord import config_lookup
+from rl_harness.harness.console import text_table
 from rl_harness.harness.metrics import flatten
 from rl_harness.harness.runtools.records import RunRecord, find_runs
 
@@ -255,11 +256,13 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Me
     mean = math.fsum(values) / n
     if n == 1:
         return MetricSummary(1, mean, None, None, list(values))
-    from scipy.stats import t
+    from scipy import stats
 
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
-    return MetricSummary(n, mean, mean - half, mean + half, list(values))
+    scale = float(stats.sem(values))  # sample sd (ddof 1) / sqrt(n)
+    if scale == 0.0:  # equal values: SciPy answers nan for a zero scale; the interval is a point
+        return MetricSummary(n, mean, mean, mean, list(values))
+    low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=scale)
+    return MetricSummary(n, mean, float(low), float(high), list(values))
 
 
 def _status_counts(records: Sequence[RunRecord]) -> str:
@@ -358,14 +361,12 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
 
 def comparison_text(comparison: Comparison) -> str:
     """An aligned plain-text table: mean [95% interval] across runs, per arm and metric."""
-    rows = comparison_rows(comparison)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    header, *rows = comparison_rows(comparison)
+    table = text_table(header, rows, rule=True)
     footer = (
         f"mean [{comparison.confidence:.0%} t-interval across runs]; (n=k): runs with the metric"
     )
-    return "\n".join([*lines, "", footer, *comparison.notes])
+    return "\n".join([table, "", footer, *comparison.notes])
 
 
 def comparison_markdown(comparison: Comparison) -> str:

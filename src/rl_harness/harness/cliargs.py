@@ -6,9 +6,10 @@ import argparse
 import sys
 from collections.abc import Iterable
 
+from rl_harness.harness.interrupts import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rl_harness.harness.redaction import redact_env
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "OneLineParser", "UsageError", "fail"]
 
 
 class UsageError(ValueError):

@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -352,3 +352,14 @@ def result_summary(result: Mapping[str, Any], limit: int = 12) -> str | None:
     if len(numbers) > limit:
         shown.append(f"(+{len(numbers) - limit} more in result.json)")
     return " | ".join(shown)
+
+
+def text_table(header: Sequence[Any], rows: Sequence[Sequence[Any]], *, rule: bool = False) -> str:
+    """Left-aligned columns two spaces apart, trailing blanks stripped; `rule`: a line of
+    dashes under the header. The one table printer of every command (runs, compare, vast)."""
+    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)

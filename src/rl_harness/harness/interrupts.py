@@ -15,9 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-RunStatus = Literal["running", "completed", "failed", "interrupted", "crashed"]
 RUNNING: Final = "running"
 COMPLETED: Final = "completed"
 FAILED: Final = "failed"
@@ -27,6 +26,8 @@ FINAL_STATUSES: Final = (COMPLETED, FAILED, INTERRUPTED)
 # gone (liveness.py), and `rl-harness runs --mark-crashed` records it.
 CRASHED: Final = "crashed"
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+# Exit codes of every `rl-harness` command; a stopped run exits 128 + its signal.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 Handler = Callable[[int, Any], Any] | int | None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import traceback
@@ -18,7 +19,14 @@ from rl_harness.harness.atomic import (
     write_text_atomic,
 )
 from rl_harness.harness.context import RunContext, make_context
-from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RunInterrupted
+from rl_harness.harness.interrupts import (
+    COMPLETED,
+    EXIT_FAILED,
+    EXIT_OK,
+    FAILED,
+    INTERRUPTED,
+    RunInterrupted,
+)
 from rl_harness.harness.locations import Location, location_text
 from rl_harness.harness.names import RAY_LOGS_DIR
 from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
@@ -26,8 +34,6 @@ from rl_harness.harness.recipe import Recipe, RecipeError
 from rl_harness.harness.redaction import redact_env, redact_record
 
 UploadMode = Literal["auto", "always", "never"]
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 RESULT_NAME = "result.json"
 log = console.get_logger(__name__)
 
@@ -175,8 +181,9 @@ def execute_recipe(
             status, code = INTERRUPTED, interrupt.exit_code
             error = _interrupt_record(type(interrupt).__name__, interrupt.signal_name)
         except KeyboardInterrupt:  # raised by the recipe itself, or SIGINT outside our handler
-            status, code = INTERRUPTED, EXIT_SIGINT
-            error = _interrupt_record("KeyboardInterrupt", "SIGINT")
+            sigint = RunInterrupted(signal.SIGINT)
+            status, code = INTERRUPTED, sigint.exit_code
+            error = _interrupt_record("KeyboardInterrupt", sigint.signal_name)
         except SystemExit as exit_:  # a recipe calling sys.exit() did not complete
             error = {"type": "SystemExit", "message": f"sys.exit({exit_.code!r}) in the recipe"}
         except JSONValueError as failure:  # the result holds a value JSON cannot keep exactly

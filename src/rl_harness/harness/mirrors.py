@@ -3,8 +3,8 @@
 metrics.jsonl stays the record; a mirror only copies each row's finite numbers, at step
 `training_iteration`, through the project's own client library, imported when first used:
 
-- "tensorboard": TensorBoard's event-file writer, under artifacts/<run-id>/tensorboard/<name>
-  (`tensorboard --logdir <leaf>/artifacts`);
+- "tensorboard": torch's `SummaryWriter` (needs the tensorboard extra), under
+  artifacts/<run-id>/tensorboard/<name> (`tensorboard --logdir <leaf>/artifacts`);
 - "mlflow": an MLflow run (experiment = the experiment module, run name = <name>) in
   $MLFLOW_TRACKING_URI, else `sqlite:///<leaf artifacts>/mlflow.db` (MLflow's own default
   kind of store; `mlflow ui --backend-store-uri` it);
@@ -75,26 +75,24 @@ class Mirror(Protocol):
 
 class TensorBoardMirror:
     def __init__(self, context: RunContext, name: str) -> None:
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
         self.logdir = context.artifacts_dir / "tensorboard" / name.replace("/", "_")
-        self.writer = EventFileWriter(str(self.logdir))
+        self.writer = SummaryWriter(log_dir=str(self.logdir))
 
     def log_params(self, params: Params) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.plugins.hparams import summary_v2
+        from tensorboard.plugins.hparams import summary_v2  # not .api: that imports TF
 
+        # The hparams summary alone, in the run's own event file: TensorBoard's HParams view
+        # then takes its metric columns from the run's scalars (add_hparams would write a
+        # separate run with only the metrics passed to it).
         hparams = {key: param_value(value) for key, value in params.items()}
-        summary = summary_v2.hparams_pb(hparams)
-        self.writer.add_event(Event(wall_time=time.time(), summary=summary))
+        self.writer.file_writer.add_summary(summary_v2.hparams_pb(hparams))
         self.writer.flush()
 
     def log(self, values: dict[str, float], step: int) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        summary = Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values.items()])
-        self.writer.add_event(Event(step=step, wall_time=time.time(), summary=summary))
+        for key, value in values.items():
+            self.writer.add_scalar(key, value, global_step=step)
         self.writer.flush()
 
     def close(self, status: str) -> None:

@@ -28,11 +28,9 @@ def utc_now() -> str:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+    """The file's sha256 (hex): source hashes here, artifact hashes in storage/."""
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def find_lockfile(start: Path, stop_at: Path | None = None) -> Path | None:

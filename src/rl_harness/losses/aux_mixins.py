@@ -9,11 +9,12 @@ Compose before the algorithm's torch Learner:
         learner_config_dict={"next_token_aux/weight": 0.5},
     )
 
-Each mixin calls the base loss first and returns base + weight * aux, where aux
-is the masked cross-entropy of the paired head's `<ns>/logits` against the batch
-column `<ns>/targets` (see `InfoTargetsToBatch`), over steps where both
-`loss_mask` and `<ns>/target_valid` hold. Weight 0 returns the base loss object
-itself, untouched. Metrics go to `<ns>/loss` and `<ns>/accuracy` under the
+Each mixin names its namespace (`aux_keys`); their shared base,
+`AuxClassificationLossMixin`, calls the base loss first and adds weight * aux for every
+mixin composed (the base-most first), where aux is the masked cross-entropy of the paired
+head's `<ns>/logits` against the batch column `<ns>/targets` (see `InfoTargetsToBatch`),
+over steps where both `loss_mask` and `<ns>/target_valid` hold. Weight 0 returns the base
+loss object itself, untouched. Metrics go to `<ns>/loss` and `<ns>/accuracy` under the
 module id.
 """
 
@@ -84,53 +85,58 @@ def add_aux_classification_loss(
     return total + weight * loss
 
 
-class NextTokenAuxLossMixin:
+def _composed_aux_keys(learner_class: type) -> list[AuxKeys]:
+    """The `aux_keys` of every aux-loss mixin in the class's MRO, base-most first."""
+    return [
+        cls.__dict__["aux_keys"]
+        for cls in reversed(learner_class.__mro__)
+        if isinstance(cls.__dict__.get("aux_keys"), AuxKeys)
+    ]
+
+
+class AuxClassificationLossMixin:
+    """The shared piece of the aux-loss mixins: one term per mixin composed.
+
+    Each subclass only names its `aux_keys`. However many are composed, this class sits once
+    in the MRO and adds every composed term (base-most mixin first), so composing
+    `StateAuxLossMixin, NextTokenAuxLossMixin` adds both.
+    """
+
+    aux_keys: AuxKeys  # set by each concrete mixin
+
+    @override(Learner)
+    def build(self) -> None:
+        super().build()
+        for keys in _composed_aux_keys(type(self)):
+            aux_weight(self.config.learner_config_dict, keys)
+
+    @override(Learner)
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> torch.Tensor:
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        for keys in _composed_aux_keys(type(self)):
+            total = add_aux_classification_loss(
+                self,
+                keys,
+                module_id=module_id,
+                config=config,
+                batch=batch,
+                fwd_out=fwd_out,
+                total=total,
+            )
+        return total
+
+
+class NextTokenAuxLossMixin(AuxClassificationLossMixin):
     """Adds `next_token_aux/weight` * CE(next_token_aux/logits, next_token_aux/targets)."""
 
-    @override(Learner)
-    def build(self) -> None:
-        super().build()
-        aux_weight(self.config.learner_config_dict, NEXT_TOKEN_AUX)
-
-    @override(Learner)
-    def compute_loss_for_module(
-        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
-    ) -> torch.Tensor:
-        total = super().compute_loss_for_module(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
-        return add_aux_classification_loss(
-            self,
-            NEXT_TOKEN_AUX,
-            module_id=module_id,
-            config=config,
-            batch=batch,
-            fwd_out=fwd_out,
-            total=total,
-        )
+    aux_keys = NEXT_TOKEN_AUX
 
 
-class StateAuxLossMixin:
+class StateAuxLossMixin(AuxClassificationLossMixin):
     """Adds `state_aux/weight` * CE(state_aux/logits, state_aux/targets)."""
 
-    @override(Learner)
-    def build(self) -> None:
-        super().build()
-        aux_weight(self.config.learner_config_dict, STATE_AUX)
-
-    @override(Learner)
-    def compute_loss_for_module(
-        self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
-    ) -> torch.Tensor:
-        total = super().compute_loss_for_module(
-            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
-        )
-        return add_aux_classification_loss(
-            self,
-            STATE_AUX,
-            module_id=module_id,
-            config=config,
-            batch=batch,
-            fwd_out=fwd_out,
-            total=total,
-        )
+    aux_keys = STATE_AUX

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import rl_harness
+from rl_harness.harness.console import text_table
 
 from .bootstrap import render_bootstrap
 from .client import VastAPIError, VastClient, resolve_base_url
@@ -183,15 +184,6 @@ def _client(args: argparse.Namespace, out: _Out, *, need_key: bool = True) -> Va
     return VastClient(key, resolve_base_url(args.url), notify=out.err)
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-    lines = [
-        "  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
-    head = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()
-    return "\n".join([head, *lines])
-
-
 # -- commands ---------------------------------------------------------------------------------
 
 
@@ -221,7 +213,8 @@ def cmd_offers(args: argparse.Namespace, out: _Out) -> int:
         ]
         for o in ranked
     ]
-    out(_table(rows, ["offer", "machine", "gpus", "GB", "$/h", "reliab", "dlperf", "score"]))
+    header = ["offer", "machine", "gpus", "GB", "$/h", "reliab", "dlperf", "score"]
+    out(text_table(header, rows))
     out(f"score = reliability * dlperf / ($/h); quarantined machines excluded: {len(quarantined)}")
     return 0
 
@@ -248,9 +241,9 @@ def _print_plan(plan: LaunchPlan, out: _Out) -> None:
             for b in plan.boxes
         ]
         out(
-            _table(
-                rows,
+            text_table(
                 ["label", "offer", "machine", "gpus", "$/h", "reliab", "score", "seed", "command"],
+                rows,
             )
         )
     out(
@@ -409,7 +402,8 @@ def cmd_status(args: argparse.Namespace, out: _Out) -> int:
     if not rows:
         out("no active instances")
         return 0
-    out(_table(rows, ["id", "label", "status", "vast", "gpus", "$/h", "hours", "$ so far", "seed"]))
+    header = ["id", "label", "status", "vast", "gpus", "$/h", "hours", "$ so far", "seed"]
+    out(text_table(header, rows))
     burn = sum(r.dph for r in records if r.status == ACTIVE)
     out(f"burning ${burn:.3f}/h across {sum(r.status == ACTIVE for r in records)} boxes")
     return 0

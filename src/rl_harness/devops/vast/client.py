@@ -369,10 +369,6 @@ class VastClient:
             raise self._unclear_404(err) from None
         return out.get("instances") or None
 
-    def label_instance(self, instance_id: int, label: str) -> None:
-        """PUT /instances/{id}/ with a label."""
-        self._request("PUT", f"{V0}/instances/{int(instance_id)}/", body={"label": label})
-
     def destroy_instance(self, instance_id: int) -> bool:
         """DELETE /instances/{id}/ (destroy, never stop). False only when vast says the
         instance does not exist (`no_such_instance`); any other 404 (an expired session,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rl_harness.harness.console import text_table
 from rl_harness.harness.metrics import flatten
 from rl_harness.harness.runtools.records import HEADLINE_METRIC, RunRecord
 
@@ -46,13 +47,6 @@ def experiment_label(record: RunRecord) -> str:
     return module.removesuffix(".experiment")
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    head = "  ".join(cell.ljust(w) for cell, w in zip(header, widths, strict=True))
-    return "\n".join(line.rstrip() for line in [head, *lines])
-
-
 RUNS_HEADER = ("run", "experiment", "status", "seed", "exp", "lib", "duration", "return")
 UNCHECKED = "running?"  # recorded as running where this machine cannot check the process
 
@@ -88,7 +82,7 @@ def runs_table(records: Sequence[RunRecord]) -> str:
             f"crashed: {len(crashed)} run(s) recorded as running whose process is gone "
             "(`rl-harness runs --mark-crashed` records it)"
         )
-    return "\n".join([table(RUNS_HEADER, rows), *notes])
+    return "\n".join([text_table(RUNS_HEADER, rows), *notes])
 
 
 def _repo_line(section: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rl_harness.harness.atomic import read_json
+from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import make_s3_client, transfer_manager
 from rl_harness.harness.storage.config import B2Config
@@ -17,7 +18,6 @@ from rl_harness.harness.storage.layout import (
     INDEX_FILE,
     clean_relative,
     parse_s3_uri,
-    sha256_file,
 )
 from rl_harness.harness.storage.upload import describe_error, remote_object
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 INDEX_FILE = "remote_artifacts.json"  # in results/<run-id>/
-_HASH_CHUNK = 1024 * 1024
 
 
 def clean_relative(path: str, what: str) -> str:
@@ -45,11 +43,3 @@ def local_files(root: Path) -> list[tuple[str, Path]]:
         (path.relative_to(root).as_posix(), path) for path in root.rglob("*") if path.is_file()
     ]
     return sorted(found)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

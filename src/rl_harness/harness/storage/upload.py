@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rl_harness.harness.atomic import write_json_atomic
+from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import (
     abort_unfinished_uploads,
@@ -25,7 +26,6 @@ from rl_harness.harness.storage.layout import (
     local_files,
     object_key,
     s3_uri,
-    sha256_file,
 )
 
 BACKEND = "b2"

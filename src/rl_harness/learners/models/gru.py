@@ -36,7 +36,7 @@ class GRUActorCritic(ActorCriticRLModule):
                 "GRUActorCritic needs model_config['max_seq_len'] (the length of the "
                 "sequences RLlib cuts episodes into for training), e.g. 32"
             )
-        self.max_seq_len = config_int(config, "max_seq_len")
+        config_int(config, "max_seq_len")  # checked here; RLlib reads it from model_config
         self.gru = GRUEncoder(
             flat_feature_dim(self.observation_space),
             config_int(config, "hidden_size", 64),

@@ -83,7 +83,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
                 "StatefulTransformerActorCritic needs model_config['max_seq_len'] (the length "
                 "of the chunks RLlib trains on), e.g. 64"
             )
-        self.max_seq_len = config_int(config, "max_seq_len")
+        config_int(config, "max_seq_len")  # checked here; RLlib reads it from model_config
         self.use_prev_action = config_bool(config, "prev_action", True)
         self.obs_dim = flat_feature_dim(self.observation_space)
         self.action_dim = _prev_action_dim(self.action_space) if self.use_prev_action else 0
