@@ -177,10 +177,21 @@ def study_config(spec: Spec):
         num_envs=spec.envs,
     )
     config = experiment.build_config(plan)
-    if spec.path == "kv-steps":
+    if spec.path == "whole-cache":
+        # The study installs store_kv_steps (since 0076309); take it out again, so RLlib
+        # stores the whole cache at every step, as before issue 26.
+        from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+        config.learners(learner_class=PPOTorchLearner)
+        config.env_runners(
+            env_to_module_connector=None,
+            module_to_env_connector=None,
+            add_default_connectors_to_env_to_module_pipeline=True,
+        )
+    elif spec.path == "kv-steps":
         from rl_harness.learners.models import store_kv_steps
 
-        store_kv_steps(config)
+        store_kv_steps(config)  # a no-op where the study already installs it
     return config
 
 
