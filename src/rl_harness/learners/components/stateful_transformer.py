@@ -15,6 +15,8 @@ k, v (B, num_layers, context - 1, d_model) float, n (B, 1) int64.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -242,3 +244,69 @@ class StatefulTransformerEncoder(nn.Module):
             k_out, v_out = buffers[0][:, :, steps:], buffers[1][:, :, steps:]
         n_out = (state["n"] + steps).clamp(max=past)
         return residuals, {"k": k_out, "v": v_out, "n": n_out}
+
+    def residual_names(self) -> list[str]:
+        """The depths `forward_residuals` names, in order: "embed", "block_1".."block_L",
+        "final_norm"."""
+        return ["embed", *(f"block_{i + 1}" for i in range(self.num_layers)), "final_norm"]
+
+    def forward_edited(
+        self,
+        x: torch.Tensor,
+        state: dict[str, torch.Tensor] | None,
+        layer: str,
+        edit: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """`forward` with the residual stream at `layer` (a name of `residual_names`)
+        replaced by `edit(residual)` (B, T, D) -> (B, T, D): the blocks up to `layer` run as
+        usual, the later blocks and the final norm read the edited residual ("final_norm"
+        edits the output itself). For analysis (rl_harness.analysis.interventions); acting
+        and training use `forward`.
+
+        Returns (final normed residual (B, T, D) downstream of the edit, the residual at
+        `layer` before the edit (B, T, D), state out). `state` is not modified. The state
+        out holds the keys and values this pass computed: layers up to `layer` as `forward`
+        computes them, later layers from the edited residual (what later steps would see if
+        the edit were carried); keep `forward`'s state to leave the cache unedited.
+        """
+        names = self.residual_names()
+        if layer not in names:
+            raise ValueError(f"unknown layer {layer!r}; the residuals are {', '.join(names)}")
+        if x.dim() != 3 or x.shape[-1] != self.input_dim:
+            raise ValueError(f"expected (B, T, {self.input_dim}) inputs, got {tuple(x.shape)}")
+        batch, steps = x.shape[:2]
+        if state is None:
+            state = self.initial_state(batch, device=x.device)
+        past = self.context - 1
+        cos, sin, window = self._tables_for(steps, x.device)
+        mask = self._mask(state["n"], window)
+
+        def edited(residual: torch.Tensor) -> torch.Tensor:
+            out = edit(residual)
+            if out.shape != residual.shape:
+                raise ValueError(
+                    f"the edit of {layer!r} returned {tuple(out.shape)}, expected "
+                    f"{tuple(residual.shape)}"
+                )
+            return out
+
+        h = self.embed(x)
+        before = h
+        if layer == "embed":
+            h = edited(h)
+        new_k, new_v = [], []
+        for index, block in enumerate(self.blocks):
+            # Each layer's cache concatenated with the new steps (no shared buffer): the
+            # caller's state stays untouched.
+            h, keys, values = block(h, state["k"][:, index], state["v"][:, index], mask, cos, sin)
+            new_k.append(keys[:, -past:])
+            new_v.append(values[:, -past:])
+            if layer == f"block_{index + 1}":
+                before = h
+                h = edited(h)
+        out = self.norm(h)
+        if layer == "final_norm":
+            before = out
+            out = edited(out)
+        n_out = (state["n"] + steps).clamp(max=past)
+        return out, before, {"k": torch.stack(new_k, 1), "v": torch.stack(new_v, 1), "n": n_out}

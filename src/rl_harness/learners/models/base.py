@@ -115,6 +115,16 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         """
         return self.representation(batch)[0]
 
+    def forward_heads(self, representation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action distribution inputs (..., A), values (...)): the policy and value heads
+        reading `representation` (..., representation_dim), i.e. the module after `encode`.
+
+        For analysis that edits the representation before the heads read it
+        (rl_harness.analysis.interventions); for `representation = encode(batch)` these are
+        the ACTION_DIST_INPUTS of `_forward` and `compute_values`'s values.
+        """
+        return self.pi(representation), self.vf(representation).squeeze(-1)
+
     def _has_mode_dependent_layers(self) -> bool:
         return any(
             (isinstance(m, torch.nn.Dropout) and m.p > 0)

@@ -26,7 +26,9 @@ State (per sample): {"k", "v": (num_layers, context - 1, d_model) float32,
 "n": (1,) int64 filled slots}. Representation (what probes read): the final normed
 residual stream. `encode(batch)` -> (B, T, d_model) for a (B, T, ...) batch (from
 STATE_IN, or an empty cache); `encode_step(batch)` -> ((B, d_model), state out) for
-one step without a time dim.
+one step without a time dim; `encode_step_residuals` every depth of it, and
+`encode_step_edited(batch, layer, edit)` the step with one depth's residual edited and the
+rest of the module run from there (causal interventions; heads via `forward_heads`).
 
 Cost: RLlib stores STATE_OUT at every env step, so the cache is copied per step
 (2 * num_layers * (context - 1) * d_model floats: 145 KB at d_model 96, 3 layers,
@@ -40,6 +42,7 @@ its default threads so the update uses both cores (sweep: `--envs-per-runner 4 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -179,3 +182,27 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             self._step_inputs(batch), self._state_in(batch)
         )
         return {name: r[:, 0] for name, r in residuals.items()}, state
+
+    def encode_step_edited(
+        self,
+        batch: dict[str, Any],
+        layer: str,
+        edit: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """`encode_step` with the residual at `layer` (a name of `encode_step_residuals`)
+        replaced by `edit(residual)`, (B, d_model) -> (B, d_model), and the rest of the module
+        run from there; heads read the result through `forward_heads`.
+
+        Returns (the residual at `layer` before the edit (B, d_model), the representation
+        the heads read (B, d_model), state out). STATE_IN is not modified; the state out
+        holds this step's keys/values as the edited pass computed them (the edit carried
+        to later steps): to leave the cache unedited, carry `encode_step`'s state instead.
+        """
+
+        def edit_step(residual: torch.Tensor) -> torch.Tensor:  # (B, 1, D): one step
+            return edit(residual[:, 0]).unsqueeze(1)
+
+        representation, before, state = self.transformer.forward_edited(
+            self._step_inputs(batch), self._state_in(batch), layer, edit_step
+        )
+        return before[:, 0], representation[:, 0], state
