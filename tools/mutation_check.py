@@ -404,6 +404,33 @@ MUTATIONS = [
         ),
         "with action_cost > 0 the solvers would pay an L1 norm, the env the Euclidean one",
     ),
+    Mutation(
+        "intervention-no-rank-threshold",
+        "analysis/interventions.py",
+        (("    keep = s > rank_tol * s[0]\n", "    keep = s > 0\n"),),
+        (
+            "tests/analysis/test_interventions.py::"
+            "test_minimum_norm_edit_reaches_the_target_inside_the_probe_subspace",
+        ),
+        "a belief probe's ~1e-16 singular value inverted: huge edits, a rank-3 subspace",
+    ),
+    Mutation(
+        "intervention-edited-cache-carried",
+        "analysis/interventions.py",
+        (
+            (
+                "carried = plan.carry_edit and edited_state is not None",
+                "carried = edited_state is not None",
+            ),
+            (
+                "                if plan.carry_edit:\n"
+                "                    edited_state = edited_out\n",
+                "                edited_state = edited_out\n",
+            ),
+        ),
+        ("tests/analysis/test_interventions.py::test_a_carried_edit_changes_later_steps_only",),
+        "a within-step edit would leak into later steps through the K/V cache",
+    ),
 ]
 
 

@@ -10,12 +10,17 @@ probe to each, with the same split, bootstrap resamples and branches (same `seed
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.evaluate import DEFAULT_STREAM, ProbeReport, evaluate_probe
+from rl_harness.analysis.probes.evaluate import (
+    DEFAULT_STREAM,
+    ProbeEvaluation,
+    ProbeReport,
+    evaluate_probe,
+)
 from rl_harness.analysis.replay import Preprocess, replay_rollouts_named, residual_representations
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts
 
@@ -25,9 +30,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LayerProbes:
-    """One probe report per named representation, in the module's order."""
+    """One probe report per named representation, in the module's order; `evaluations`
+    keeps each fitted probe with its split (e.g. for interventions along a layer's probe)."""
 
     reports: dict[str, ProbeReport]
+    evaluations: dict[str, ProbeEvaluation] = field(default_factory=dict, repr=False, compare=False)
 
     def table(self) -> list[dict[str, Any]]:
         """Rows {name, n_features, r2_pooled, within_branch_r2_pooled} (Estimates as dicts)."""
@@ -66,15 +73,16 @@ def probe_named(
 ) -> LayerProbes:
     """`evaluate_probe` of each (E, T, d) representation in `named` against the same
     targets with the same options (split and resamples shared through `seed`/`stream`)."""
-    reports = {}
+    reports, evaluations = {}, {}
     for name, features in named.items():
-        reports[name] = evaluate_probe(
+        evaluations[name] = evaluate_probe(
             features, targets, seed=seed, stream=stream, **probe_options
-        ).report
+        )
+        reports[name] = evaluations[name].report
         if progress is not None:
             r2 = reports[name].r2_pooled
             progress(f"layer probe {name}: R² {'undefined' if r2 is None else f'{r2.value:.4f}'}")
-    return LayerProbes(reports)
+    return LayerProbes(reports, evaluations)
 
 
 def probe_layers(
