@@ -139,6 +139,41 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     )
     for name in ("belief_simplex.png", "learning_curve.png", "r2_over_training.png"):
         assert matplotlib.image.imread(run_dir / name).shape[0] > 100
+    # Causal belief interventions (issue 30): reward_only and next_token_aux only.
+    record_path = run_dir / "interventions.json"
+    if leaf == "belief_observation":
+        assert not record_path.exists() and "interventions" not in result
+    else:
+        record = json.loads(record_path.read_text())
+        report = record["report"]
+        assert record["recipe"] == leaf and report["layers"] == ["block_2", "final_norm"]
+        assert set(report["modules"]) == {"agent", "control"} and report["n_test_episodes"] == 2
+        assert result["interventions"] == metrics["interventions"]
+        corners = report["modules"]["agent"]["final_norm"]["edits"]["corners"]
+        headline = result["interventions"]["final_norm"]["corners"]
+        assert headline["agent"] == corners["belief"]["fraction"]["value"]
+        assert matplotlib.image.imread(run_dir / "interventions.png").shape[0] > 100
+
+
+@pytest.mark.slow
+def test_backfill_of_a_finished_run_writes_the_same_interventions(study_runs):
+    _, runs = study_runs
+    written = json.loads((runs["reward_only"] / "interventions.json").read_text())
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.mess3_belief_geometry.interventions",
+            str(runs["reward_only"]),
+            "--overwrite",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    again = json.loads((runs["reward_only"] / "interventions.json").read_text())
+    assert again["report"] == written["report"]  # same rollouts, control, probes, edits
 
 
 @pytest.mark.slow

@@ -51,6 +51,18 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
     return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
     analysis_wall_time_s
+    interventions     (leaves that run them) the headline of interventions.json: {file,
+                      <layer>: {<counterfactual>: {agent, agent_random, untrained,
+                      agent_correlation}}}, fractions of the optimal action shift
+
+interventions.json (schema_version 1; `run_interventions`, also written for a finished run by
+`python -m experiments.mess3_belief_geometry.interventions RESULTS_RUN_DIR`): recipe,
+checkpoint, seed, sizes, what the target, counterfactuals, shifts and controls are (sentences),
+report (rl_harness.analysis.InterventionReport.to_dict(): modules {agent, control} -> layer ->
+{probe_r2_pooled, probe_rank, edits {corners, other_steps} -> {belief, random_orthogonal:
+{correlation, cosine, fraction, policy_shift_rms, optimal_shift_rms}, belief_minus_random,
+edit_norm_mean, representation_norm_mean, probe_miss_rms, value_shift_mean}}, differences
+{agent_minus_control}), figure (interventions.png), figure_points, wall_time_s.
 """
 
 from __future__ import annotations
@@ -70,14 +82,18 @@ from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
 from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
+    belief_interventions,
     branch_ids,
     collect_rollouts,
     compare_with_windows,
+    corner_beliefs,
     evaluate_probe,
     held_out_scores,
     info_target,
     load_module,
+    other_step_beliefs,
     paired_difference,
+    plot_action_shifts,
     plot_belief_simplex,
     plot_probe_over_training,
     probe_checkpoints,
@@ -88,7 +104,7 @@ from rl_harness.analysis import (
     run_checkpoints,
 )
 from rl_harness.envs.hmm import HMMVectorEnv
-from rl_harness.seeding import stream_seed
+from rl_harness.seeding import stream_rng, stream_seed
 
 # The task (explicit: this is the science).
 ALPHA = 0.85  # MESS3 emission: a state emits its own token with probability alpha
@@ -115,6 +131,12 @@ ANALYSIS_TORCH_THREADS = 1
 PROBE_TEST_FRACTION = 0.25
 BELIEF_NAMES = ["decision_belief_0", "decision_belief_1", "decision_belief_2"]
 
+# The interventions (issue 30): edit the residual where the belief probe reads it, score the
+# action shift against the belief-MDP policy's (analysis.belief_interventions).
+INTERVENTIONS_SCHEMA_VERSION = 1  # interventions.json
+INTERVENTION_LAYERS = ("block_2", "final_norm")  # the middle block; what the heads read
+INTERVENTIONS_FILE, INTERVENTIONS_FIGURE = "interventions.json", "interventions.png"
+
 # The learning curve.
 RETURN_KEY = "env_runners/episode_return_mean"
 LENGTH_KEY = "env_runners/episode_len_mean"
@@ -139,6 +161,9 @@ class ProbeBudget(Protocol):
     n_permutations: int  # refits for each permutation null (global and within-branch)
     window_k_max: int  # window baselines k = 1..window_k_max
     training_probe_episodes: int  # greedy episodes replayed through each checkpoint
+    intervention_episodes: int  # the first greedy episodes the interventions use (probes
+    # fitted on 3/4 of them, edits on the held-out 1/4)
+    intervention_steps: int  # their first recorded steps (after the warm-up) that are edited
 
 
 def env_config(
@@ -289,13 +314,30 @@ def checkpoint_schedule(plan: ProbeBudget) -> CheckpointSchedule:
     )
 
 
-def _probe_env_factory(decision_belief_in_observation: bool):
+def probe_env_factory(decision_belief_in_observation: bool):
+    """The analysis' env factory (num_envs -> HMMVectorEnv): decision beliefs in info,
+    every episode EPISODE_LENGTH long."""
     config = env_config(
         ["decision_belief"],
         decision_belief_in_observation=decision_belief_in_observation,
         random_first_episode_length=False,
     )
     return functools.partial(HMMVectorEnv, env_config=config)
+
+
+def rollout_settings(plan: ProbeBudget, seed: int, make_env: Any, action_space: Any) -> dict:
+    """collect_rollouts' settings for every analysis rollout but the sizes (n_episodes,
+    episode_steps): the same seeds, warm-up, targets, batching and action transform, so
+    the first episodes and steps of two collections with different sizes agree."""
+    return {
+        "make_env": make_env,
+        "warmup_steps": plan.warmup_steps,
+        "seed": seed,
+        "target": info_target("decision_belief"),
+        "num_envs": min(plan.probe_episodes, 64),
+        # RLlib's default Box handling: the module acts in [-1, 1], the env gets the box.
+        "action_transform": rllib_action_transform(action_space),
+    }
 
 
 def untrained_module(spec: RLModuleSpec, make_env: Any, seed: int) -> RLModule:
@@ -343,14 +385,17 @@ def analyze(
     plan: ProbeBudget,
     aux_weight: float = 0.0,
     decision_belief_in_observation: bool = False,
+    interventions: bool = False,
 ) -> dict[str, Any]:
     """Evaluate and probe this run's trained agent; write probe_metrics.json,
     solver_values.json, belief_simplex.png, learning_curve.png and (with >= 2 checkpoints)
     r2_over_training.png into the results folder. Prints a progress line per stage.
 
     `module_spec` is the leaf's (for the untrained control), `plan` its Budget (recorded
-    whole); `decision_belief_in_observation` must match the leaf's env. Torch runs on
-    ANALYSIS_TORCH_THREADS intra-op threads meanwhile (restored after).
+    whole); `decision_belief_in_observation` must match the leaf's env. With `interventions`,
+    also the causal belief interventions (`run_interventions`: interventions.json and
+    interventions.png). Torch runs on ANALYSIS_TORCH_THREADS intra-op threads meanwhile
+    (restored after).
     """
     before = torch.get_num_threads()
     torch.set_num_threads(ANALYSIS_TORCH_THREADS)
@@ -362,6 +407,7 @@ def analyze(
             plan=plan,
             aux_weight=aux_weight,
             decision_belief_in_observation=decision_belief_in_observation,
+            interventions=interventions,
         )
     finally:
         torch.set_num_threads(before)
@@ -375,27 +421,22 @@ def _analyze(
     plan: ProbeBudget,
     aux_weight: float,
     decision_belief_in_observation: bool,
+    interventions: bool,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     say = _progress(label, started)
     run = RunArtifacts.open(context.results_dir)
     checkpoint = run.final_checkpoint()
     module = load_module(checkpoint)  # module only: no env runners, no learner
-    make_env = _probe_env_factory(decision_belief_in_observation)
+    make_env = probe_env_factory(decision_belief_in_observation)
     probe_env = make_env(1)
     layout, action_space = probe_env.layout, probe_env.single_action_space
     probe_env.close()
     collect = functools.partial(
         collect_rollouts,
-        make_env=make_env,
         n_episodes=plan.probe_episodes,
         episode_steps=plan.probe_steps,
-        warmup_steps=plan.warmup_steps,
-        seed=context.seed,
-        target=info_target("decision_belief"),
-        num_envs=min(plan.probe_episodes, 64),
-        # RLlib's default Box handling: the module acts in [-1, 1], the env gets the box.
-        action_transform=rllib_action_transform(action_space),
+        **rollout_settings(plan, context.seed, make_env, action_space),
     )
     size = f"{plan.probe_episodes} episodes x ({plan.warmup_steps} + {plan.probe_steps}) steps"
     say(f"greedy rollouts of the trained agent ({size})")
@@ -560,6 +601,18 @@ def _analyze(
             {k: v / ceiling for k, v in returns.items() if v is not None} if ceiling else None
         ),
     }
+    if interventions:
+        record["interventions"] = run_interventions(
+            context.results_dir,
+            label=label,
+            module=module,
+            control=control,
+            rollouts=intervention_rollouts(greedy, plan),
+            plan=plan,
+            seed=context.seed,
+            checkpoint=checkpoint,
+            say=say,
+        )
     r2 = agent.report.r2_pooled
     r2_text = f"{r2.value:.3f} [{r2.low:.3f}, {r2.high:.3f}]" if r2 else "undefined"
     plot_belief_simplex(
@@ -630,6 +683,155 @@ def _probe_over_training(
     }
 
 
+def intervention_rollouts(rollouts: Rollouts, plan: ProbeBudget) -> Rollouts:
+    """The first `plan.intervention_episodes` episodes and `plan.intervention_steps`
+    recorded steps of `rollouts` (their warm-up kept whole): what the interventions use."""
+    n, steps = plan.intervention_episodes, plan.intervention_steps
+    if n > rollouts.n_episodes or steps > rollouts.episode_steps:
+        raise ValueError(
+            f"the interventions use {n} episodes x {steps} steps; the rollouts hold "
+            f"{rollouts.n_episodes} x {rollouts.episode_steps}"
+        )
+    stepped = ("observations", "representations", "targets", "actions", "rewards")
+    cut = {name: getattr(rollouts, name)[:n, :steps] for name in stepped}
+    cut |= {name: getattr(rollouts, name)[:n] for name in ("episode_ids", "episode_seeds")}
+    if rollouts.warmup_observations is not None:
+        cut["warmup_observations"] = rollouts.warmup_observations[:n]
+    return dataclasses.replace(rollouts, **cut)
+
+
+def belief_mdp_policy(cache: bool | str | Path = True) -> Any:
+    """The belief MDP's optimal policy at this study's parameters (decision beliefs (n, 3)
+    -> executed actions (n, 2)): the same solve as `solver_values`' belief_mdp (cached)."""
+    from rl_harness.envs.mess3 import solvers
+
+    problem = solvers.OccupancyProblem(ALPHA, W_MAX, BETA, OCCUPANCY_STATES)
+    return solvers.solve_belief_vi(problem, DELAY, cache=cache).policy
+
+
+def run_interventions(
+    results_dir: Path,
+    *,
+    label: str,
+    module: RLModule,
+    control: RLModule,
+    rollouts: Rollouts,
+    plan: ProbeBudget,
+    seed: int,
+    checkpoint: Path | str,
+    say: Any = print,
+    optimal_policy: Any = None,
+) -> dict[str, Any]:
+    """Causal belief interventions on the agent and the untrained control: write
+    interventions.json and interventions.png into `results_dir`; return the headline.
+
+    `rollouts`: the agent's greedy rollouts (`intervention_rollouts`). At each of
+    INTERVENTION_LAYERS a probe of the decision belief is fitted on 3/4 of the episodes
+    (per module); on the held-out ones the residual there is edited (minimum norm) so the
+    probe reads a counterfactual belief b', a corner of the simplex or another episode's
+    belief at a random step, and the rest of the module runs from it. Its greedy action
+    shift (env units) is scored against the belief-MDP policy's shift from b to b'
+    (`optimal_policy`, default `belief_mdp_policy()`), beside a random edit of the same
+    length orthogonal to the probe and the same edit of the untrained module.
+    """
+    started = time.perf_counter()
+    if optimal_policy is None:
+        try:
+            optimal_policy = belief_mdp_policy()
+        except ImportError as error:
+            skipped = {"skipped": f"unavailable: rl_harness.envs.mess3.solvers ({error})"}
+            write_json(Path(results_dir) / INTERVENTIONS_FILE, skipped)
+            return skipped
+    counterfactuals = {
+        "corners": corner_beliefs(
+            rollouts.targets, stream_rng(seed, "study", "interventions", "corners")
+        ),
+        "other_steps": other_step_beliefs(
+            rollouts.targets, stream_rng(seed, "study", "interventions", "other_steps")
+        ),
+    }
+    size = f"{rollouts.n_episodes} episodes x {rollouts.episode_steps} steps"
+    say(f"interventions at {', '.join(INTERVENTION_LAYERS)} ({size})")
+    report = belief_interventions(
+        module,
+        rollouts,
+        layers=INTERVENTION_LAYERS,
+        optimal_policy=optimal_policy,
+        counterfactuals=counterfactuals,
+        seed=seed,
+        control=control,
+        action_transform=rllib_action_transform(module.action_space),
+        ridge=PROBE_RIDGE,
+        test_fraction=PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        progress=say,
+    )
+    figure = plot_action_shifts(
+        Path(results_dir) / INTERVENTIONS_FIGURE,
+        report,
+        title=f"{label}: greedy action shift after editing the probed belief, against the "
+        "belief-MDP policy's",
+    )
+    record = {
+        "schema_version": INTERVENTIONS_SCHEMA_VERSION,
+        "recipe": label,
+        "checkpoint": str(checkpoint),
+        "seed": seed,
+        "sizes": {
+            "episodes": rollouts.n_episodes,
+            "warmup_steps": plan.warmup_steps,
+            "steps": rollouts.episode_steps,
+            "n_bootstrap": plan.n_bootstrap,
+        },
+        "target": "info['decision_belief'] (b): the probe's target at each layer",
+        "counterfactuals": {
+            "corners": "b' = a uniformly drawn corner of the simplex, per step",
+            "other_steps": "b' = the decision belief of a uniformly drawn step of another "
+            "episode, per step",
+        },
+        "optimal_shift": "belief-MDP policy (belief_vi, delay "
+        f"{DELAY}) at b' minus at b, in env units",
+        "policy_shift": "greedy action (the policy's mean, unsquashed and clipped as the env "
+        "gets it) with the edit minus without; the carried K/V cache is never edited",
+        "controls": {
+            "random_orthogonal": "an edit of the same length per step along a random "
+            "direction orthogonal to the probe's subspace",
+            "control": "the untrained module of probe_metrics.json's controls (same "
+            "architecture, fresh seeded weights), its own probes fitted on the same rollouts "
+            "and split",
+        },
+        "report": report.to_dict(),
+        "figure": INTERVENTIONS_FIGURE,
+        "figure_points": figure,
+        "wall_time_s": round(time.perf_counter() - started, 3),
+    }
+    write_json(Path(results_dir) / INTERVENTIONS_FILE, record)
+    say(f"wrote {INTERVENTIONS_FILE} ({record['wall_time_s']:.0f} s)")
+    return intervention_headline(record)
+
+
+def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
+    """{layer: {counterfactual: {agent, agent_random, untrained, agent_correlation}}}: the
+    fraction of the optimal shift each edit achieved (and the agent's correlation), from
+    an interventions.json record."""
+    if "report" not in record:
+        return dict(record)
+    modules = record["report"]["modules"]
+    out: dict[str, Any] = {"file": INTERVENTIONS_FILE}
+    for layer in record["report"]["layers"]:
+        out[layer] = {}
+        for name in record["report"]["counterfactuals"]:
+            agent = modules["agent"][layer]["edits"][name]
+            control = modules.get("control", {}).get(layer, {}).get("edits", {}).get(name)
+            out[layer][name] = {
+                "agent": _value(agent["belief"], "fraction"),
+                "agent_random": _value(agent["random_orthogonal"], "fraction"),
+                "untrained": None if control is None else _value(control["belief"], "fraction"),
+                "agent_correlation": _value(agent["belief"], "correlation"),
+            }
+    return out
+
+
 def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     controls = record["controls"]
@@ -683,4 +885,4 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
         "p_value_floor": (record["probe"].get("permutation") or {}).get("p_value_floor"),
         "r2_at_first_checkpoint": _value(training[0], "r2_pooled") if training else None,
         "analysis_wall_time_s": record["analysis_wall_time_s"],
-    }
+    } | ({"interventions": record["interventions"]} if "interventions" in record else {})

@@ -48,6 +48,9 @@ class Budget:
     n_permutations: int  # refits of each permutation null (global, within-branch)
     window_k_max: int  # window baselines k = 1..window_k_max
     training_probe_episodes: int  # greedy episodes replayed through each checkpoint
+    # Interventions are not run in this leaf; their sizes stay equal to the other arms'.
+    intervention_episodes: int  # first greedy episodes the interventions use (1/4 edited)
+    intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
 # One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
@@ -69,6 +72,8 @@ SMOKE = Budget(
     n_permutations=10,
     window_k_max=2,
     training_probe_episodes=8,
+    intervention_episodes=8,
+    intervention_steps=16,
 )
 # CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
 # min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training,
@@ -86,6 +91,10 @@ CPU = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -102,6 +111,10 @@ FULL = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 
 

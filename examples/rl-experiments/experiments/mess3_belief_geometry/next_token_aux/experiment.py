@@ -18,8 +18,8 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes (probe_metrics.json, solver_values.json, belief_simplex.png,
-learning_curve.png, r2_over_training.png; result.json). Budgets and agent: exactly
-`reward_only`'s (tested).
+learning_curve.png, r2_over_training.png, interventions.json and .png; result.json). Budgets
+and agent: exactly `reward_only`'s (tested).
 Results to expect: not yet run at the CPU budget (the study README's table has the other
 arms; the smoke time is stated at SMOKE below).
 """
@@ -59,6 +59,8 @@ class Budget:
     n_permutations: int  # refits of each permutation null (global, within-branch)
     window_k_max: int  # window baselines k = 1..window_k_max
     training_probe_episodes: int  # greedy episodes replayed through each checkpoint
+    intervention_episodes: int  # first greedy episodes the interventions use (1/4 edited)
+    intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
 # One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
@@ -80,6 +82,8 @@ SMOKE = Budget(
     n_permutations=10,
     window_k_max=2,
     training_probe_episodes=8,
+    intervention_episodes=8,
+    intervention_steps=16,
 )
 # CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
 # min training on 2 quiet cores. Not yet run for this leaf.
@@ -96,6 +100,10 @@ CPU = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -112,6 +120,10 @@ FULL = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 
 
@@ -198,5 +210,6 @@ def run(context: RunContext) -> dict:
         module_spec=module_spec(),
         plan=plan,
         aux_weight=AUX_WEIGHT,
+        interventions=True,
     )
     return shared.summary(result, record)

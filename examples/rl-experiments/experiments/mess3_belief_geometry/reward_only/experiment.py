@@ -22,7 +22,9 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes results/<run-id>/probe_metrics.json (schema in shared.py), solver_values.json,
-belief_simplex.png, learning_curve.png and r2_over_training.png; result.json holds return
+belief_simplex.png, learning_curve.png, r2_over_training.png, and interventions.json with
+interventions.png (the probed belief edited, the action shift against the belief-MDP
+policy's: shared.run_interventions, docs/interventions.md); result.json holds return
 per step (sampled, greedy) against the solver values and the probe R² (global, within
 branches) against the controls (untrained module replayed on the agent's rollouts, raw
 observation, window baselines k = 1..window_k_max), with paired differences and nulls.
@@ -65,6 +67,8 @@ class Budget:
     n_permutations: int  # refits of each permutation null (global, within-branch)
     window_k_max: int  # window baselines k = 1..window_k_max
     training_probe_episodes: int  # greedy episodes replayed through each checkpoint
+    intervention_episodes: int  # first greedy episodes the interventions use (1/4 edited)
+    intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
 # One tiny iteration and small probes: checks the recipe end to end. Measured on 2 quiet
@@ -87,6 +91,8 @@ SMOKE = Budget(
     n_permutations=10,
     window_k_max=2,
     training_probe_episodes=8,
+    intervention_episodes=8,
+    intervention_steps=16,
 )
 # CPU default: 62 x 32,768 = 2,031,616 env steps, the fewest iterations that reach 2M steps;
 # meant to fit 30 minutes on 2 cores. Measured on 2 quiet cores (2026-12-04, reward_only
@@ -112,6 +118,10 @@ CPU = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
 # single-gpu hardware profile (see the study README for the vast command, 3 seeds).
@@ -128,6 +138,10 @@ FULL = Budget(
     n_permutations=100,
     window_k_max=6,
     training_probe_episodes=64,
+    # Interventions: 64 x (256 + 256) steps replayed through the agent and the control, the
+    # 16 held-out episodes edited 4 ways at 2 layers (shared.INTERVENTION_LAYERS); not timed.
+    intervention_episodes=64,
+    intervention_steps=256,
 )
 
 
@@ -193,5 +207,7 @@ def run(context: RunContext) -> dict:
         stop=plan.iterations,
         checkpoint_schedule=shared.checkpoint_schedule(plan),
     )
-    record = shared.analyze(context, label="reward_only", module_spec=module_spec(), plan=plan)
+    record = shared.analyze(
+        context, label="reward_only", module_spec=module_spec(), plan=plan, interventions=True
+    )
     return shared.summary(result, record)

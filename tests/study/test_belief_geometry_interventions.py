@@ -1,0 +1,178 @@
+"""The occupancy-control study's causal belief interventions (issue 30), fast: the budgets
+that size them, the stage writing interventions.json and its figure, and the backfill for a
+finished run (a run folder with a saved module, no training), which gives exactly what the
+in-run stage gives on the run's own analysis rollouts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+from experiments.mess3_belief_geometry import interventions as backfill_cli
+from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
+
+from rl_harness.analysis import collect_rollouts, load_module
+from rl_harness.seeding import stream_seed
+from tests.study.test_belief_geometry_configs import TRAINING_LEAVES, budgets, recipe
+
+SEED = 3
+# A stand-in for the belief-MDP policy (the real one is a cached solve): any fixed map from
+# beliefs to actions in env units checks the plumbing.
+MIXING = np.array([[4.0, -1.0], [-2.0, 3.0], [0.5, -4.5]])
+
+
+def stand_in_policy(beliefs: np.ndarray) -> np.ndarray:
+    return beliefs @ MIXING
+
+
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_intervention_sizes_fit_the_probe_rollouts(leaf):
+    module = recipe(leaf)
+    for plan in budgets(module).values():
+        assert 4 <= plan.intervention_episodes <= plan.probe_episodes
+        assert 1 <= plan.intervention_steps <= plan.probe_steps
+        # At least 2 held-out episodes to edit (the probe's test fraction).
+        assert round(shared.PROBE_TEST_FRACTION * plan.intervention_episodes) >= 2
+    smoke, cpu, full = module.SMOKE, module.CPU, module.FULL
+    assert smoke.intervention_episodes * smoke.intervention_steps <= 256  # tiny
+    # The backfill sizes a non-smoke run by CPU: FULL must not differ where it reads.
+    for name in ("probe_episodes", "warmup_steps", "n_bootstrap"):
+        assert getattr(cpu, name) == getattr(full, name)
+    for name in ("intervention_episodes", "intervention_steps"):
+        assert getattr(cpu, name) == getattr(full, name)
+
+
+def _agent():
+    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    return shared.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
+
+
+def _space(make_env):
+    env = make_env(1)
+    space = env.single_action_space
+    env.close()
+    return space
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A results folder as a finished smoke run of reward_only leaves it, with its agent
+    saved where the run's final checkpoint would be (no training: an untrained module)."""
+    root = tmp_path_factory.mktemp("run")
+    agent, _ = _agent()
+    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
+    agent.save_to_path(
+        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+    )
+    (checkpoint / "rllib_checkpoint.json").write_text("{}")
+    results = root / "results" / "run-1"
+    results.mkdir(parents=True)
+    manifest = {
+        "run_id": "run-1",
+        "status": "completed",
+        "seed": SEED,
+        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
+        "options": {"smoke": True, "seed": SEED},
+        "artifacts": {"local": str(root / "artifacts"), "remote": None},
+    }
+    (results / "run_manifest.json").write_text(json.dumps(manifest))
+    summary = {"run_id": "run-1", "seed": SEED, "final_checkpoint": str(checkpoint)}
+    (results / "summary.json").write_text(json.dumps(summary))
+    return results, checkpoint
+
+
+def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
+    results, checkpoint = finished_run
+    headline = backfill_cli.backfill(results, optimal_policy=stand_in_policy)
+    written = json.loads((results / shared.INTERVENTIONS_FILE).read_text())
+    assert written["recipe"] == "reward_only" and written["seed"] == SEED
+    assert written["checkpoint"] == str(checkpoint)
+    plan = reward_only.SMOKE
+    assert written["sizes"] == {
+        "episodes": plan.intervention_episodes,
+        "warmup_steps": plan.warmup_steps,
+        "steps": plan.intervention_steps,
+        "n_bootstrap": plan.n_bootstrap,
+    }
+    report = written["report"]
+    assert report["layers"] == list(shared.INTERVENTION_LAYERS)
+    assert report["counterfactuals"] == ["corners", "other_steps"]
+    assert set(report["modules"]) == {"agent", "control"}
+    assert report["n_test_episodes"] == 2 and report["episode_steps"] == plan.intervention_steps
+    edits = report["modules"]["agent"]["final_norm"]["edits"]["corners"]
+    assert set(edits) >= {"belief", "random_orthogonal", "belief_minus_random"}
+    assert edits["probe_miss_rms"] < 1e-3  # the edit made the probe read the corner
+    assert headline == shared.intervention_headline(written)
+    assert headline["final_norm"]["corners"]["agent"] == edits["belief"]["fraction"]["value"]
+    image = matplotlib.image.imread(results / shared.INTERVENTIONS_FIGURE)
+    assert image.shape[0] > 200  # a row per layer
+    assert sum(written["figure_points"].values()) > 0
+
+    # The in-run stage on the run's own analysis rollouts (probe_steps long), cut to the
+    # intervention sizes, gives the same report: same seeds, warm-up, batching, control.
+    module = load_module(checkpoint)
+    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    analysis_rollouts = collect_rollouts(
+        module,
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        policy="greedy",
+        **shared.rollout_settings(plan, SEED, make_env, _space(make_env)),
+    )
+    control = shared.untrained_module(
+        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
+    )
+    in_run = shared.run_interventions(
+        tmp_path,
+        label="reward_only",
+        module=module,
+        control=control,
+        rollouts=shared.intervention_rollouts(analysis_rollouts, plan),
+        plan=plan,
+        seed=SEED,
+        checkpoint=checkpoint,
+        say=lambda message: None,
+        optimal_policy=stand_in_policy,
+    )
+    again = json.loads((tmp_path / shared.INTERVENTIONS_FILE).read_text())
+    assert again["report"] == written["report"]
+    assert in_run == headline
+
+    # An existing record is kept; a run that is not a reward_only/next_token_aux one, or not
+    # completed, is refused with one line.
+    assert backfill_cli.backfill(results, optimal_policy=stand_in_policy) is None
+    manifest = json.loads((results / "run_manifest.json").read_text())
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run_manifest.json").write_text(
+        json.dumps(manifest | {"experiment": {"module": "experiments.x.experiment"}})
+    )
+    assert backfill_cli.main([str(other)]) == 2
+    running = tmp_path / "running"
+    running.mkdir()
+    (running / "run_manifest.json").write_text(json.dumps(manifest | {"status": "failed"}))
+    with pytest.raises(ValueError, match="is failed, not completed"):
+        backfill_cli.backfill(running)
+
+
+def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():
+    agent, make_env = _agent()
+    plan = reward_only.SMOKE
+    rollouts = collect_rollouts(
+        agent,
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        **shared.rollout_settings(plan, SEED, make_env, _space(make_env)),
+    )
+    cut = shared.intervention_rollouts(rollouts, plan)
+    assert cut.observations.shape[:2] == (plan.intervention_episodes, plan.intervention_steps)
+    assert cut.targets.shape[:2] == cut.representations.shape[:2] == cut.rewards.shape
+    assert cut.warmup_observations.shape[1] == plan.warmup_steps
+    np.testing.assert_array_equal(cut.targets, rollouts.targets[:, : plan.intervention_steps])
+    bigger = dataclasses.replace(plan, intervention_steps=plan.probe_steps + 1)
+    with pytest.raises(ValueError, match="the rollouts hold"):
+        shared.intervention_rollouts(rollouts, bigger)
