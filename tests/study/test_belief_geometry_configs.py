@@ -121,6 +121,7 @@ def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):
     values = {
         "oracle": 0.31,
         "belief_mdp": 0.27,
+        "stack_3": 0.25,
         "stack_2": 0.22,
         "memoryless": 0.18,
         "source": "test",
@@ -145,6 +146,7 @@ def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):
     assert drawn == {
         "oracle (state known)": 0.31,
         "belief-MDP ceiling": 0.27,
+        "best stack-3 found": 0.25,
         "best stack-2": 0.22,
         "best memoryless": 0.18,
     }

@@ -145,6 +145,7 @@ STEPS_KEY = "num_env_steps_sampled_lifetime"
 REFERENCES = {
     "oracle": "oracle (state known)",
     "belief_mdp": "belief-MDP ceiling",
+    "stack_3": "best stack-3 found",
     "stack_2": "best stack-2",
     "memoryless": "best memoryless",
 }
@@ -207,9 +208,12 @@ def solver_values(cache: bool | str | Path = True) -> dict[str, Any]:
     """Long-run reward per step of each reference policy at this study's parameters.
 
     From `rl_harness.envs.mess3.solvers` (cached on disk there, so only the first call pays
-    for the solve). Keys: oracle, belief_mdp (belief_vi at DELAY), stack_2, memoryless
-    (reactive), and `source`. If the solvers are not installed the values are None and
-    `source` says why, so a run still completes and says what it lacks.
+    for the solve). Keys: oracle, belief_mdp (belief_vi at DELAY), stack_3, stack_2,
+    memoryless (reactive), `converged` (each solver's flag), `source`. stack_2 and memoryless
+    are global optima (exhaustive scans of the corner tables, then polish); stack_3 is the
+    best table the solver's search found, not proven global (4**27 corner tables cannot be
+    scanned), so it is labelled "best stack-3 found". If the solvers are not installed the
+    values are None and `source` says why, so a run still completes and says what it lacks.
     """
     try:
         from rl_harness.envs.mess3 import solvers
@@ -218,13 +222,16 @@ def solver_values(cache: bool | str | Path = True) -> dict[str, Any]:
             "source": f"unavailable: rl_harness.envs.mess3.solvers ({error})"
         }
     problem = solvers.OccupancyProblem(ALPHA, W_MAX, BETA, OCCUPANCY_STATES)
-    values = {
-        "oracle": solvers.solve_oracle(problem, cache=cache).value,
-        "belief_mdp": solvers.solve_belief_vi(problem, DELAY, cache=cache).value,
-        "stack_2": solvers.solve_stack(problem, DELAY, 2, cache=cache).value,
-        "memoryless": solvers.solve_reactive(problem, DELAY, cache=cache).value,
+    solutions = {
+        "oracle": solvers.solve_oracle(problem, cache=cache),
+        "belief_mdp": solvers.solve_belief_vi(problem, DELAY, cache=cache),
+        "stack_3": solvers.solve_stack(problem, DELAY, 3, cache=cache),
+        "stack_2": solvers.solve_stack(problem, DELAY, 2, cache=cache),
+        "memoryless": solvers.solve_reactive(problem, DELAY, cache=cache),
     }
+    values = {key: solution.value for key, solution in solutions.items()}
     return values | {
+        "converged": {key: bool(solution.converged) for key, solution in solutions.items()},
         "source": "rl_harness.envs.mess3.solvers",
         "problem": problem.settings() | {"delay": DELAY},
     }

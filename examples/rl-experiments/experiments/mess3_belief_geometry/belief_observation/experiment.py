@@ -16,9 +16,7 @@ Run (from the experiment repo):
         --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes. Budgets and agent: exactly `reward_only`'s (tested).
-Results to expect (CPU budget, seeds 0-2, 2026-12-04; table and run ids in the study README):
-greedy return per step 0.363-0.370 (95-97% of the belief-MDP ceiling); every probe's R² ~1
-by construction.
+Results: the study README (run ids, dates, the measured times of each budget).
 """
 
 from __future__ import annotations
@@ -53,12 +51,8 @@ class Budget:
     intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
-# One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
-# cores (2026-12-04, the study's slow smoke suite run as a whole): 31.7 s wall through the
-# rl-harness CLI, under the 2-minute target.
-# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
-# 64.6 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
-# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
+# One tiny iteration and a small probe: checks the recipe end to end (measured times in
+# the study README).
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -75,9 +69,8 @@ SMOKE = Budget(
     intervention_episodes=8,
     intervention_steps=16,
 )
-# CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
-# min training on 2 quiet cores. This leaf's runs: 25.2-25.6 min training,
-# seed 2 31.7 min with nothing else running (cause not found; study README).
+# CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps; measured times in the
+# study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,

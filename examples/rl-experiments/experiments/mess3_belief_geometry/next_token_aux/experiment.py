@@ -20,8 +20,7 @@ Run (from the experiment repo):
 Writes what `reward_only` writes (probe_metrics.json, solver_values.json, belief_simplex.png,
 learning_curve.png, r2_over_training.png, interventions.json and .png; result.json). Budgets
 and agent: exactly `reward_only`'s (tested).
-Results to expect: not yet run at the CPU budget (the study README's table has the other
-arms; the smoke time is stated at SMOKE below).
+Results: the study README (run ids, dates, the measured times of each budget).
 """
 
 from __future__ import annotations
@@ -63,12 +62,8 @@ class Budget:
     intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
-# One tiny iteration and a small probe: checks the recipe end to end. Measured on 2 quiet
-# cores (2026-12-04, the study's slow smoke suite run as a whole): 33.4 s wall through the
-# rl-harness CLI, under the 2-minute target.
-# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
-# 66.0 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
-# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
+# One tiny iteration and a small probe: checks the recipe end to end (measured times in
+# the study README).
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -85,8 +80,8 @@ SMOKE = Budget(
     intervention_episodes=8,
     intervention_steps=16,
 )
-# CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps), measured there: 25.9
-# min training on 2 quiet cores. Not yet run for this leaf.
+# CPU default: reward_only's budget (62 x 32,768 = 2,031,616 env steps; measured times in the
+# study README).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,

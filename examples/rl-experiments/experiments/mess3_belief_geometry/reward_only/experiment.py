@@ -32,12 +32,7 @@ Checkpoints: step 0 and the first iteration past each doubling of env steps
 (`shared.checkpoint_schedule`), replayed for the R²-over-training figure.
 
 Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
-Results to expect (CPU budget, seeds 0-2, 2026-12-04; table and run ids in the study README):
-greedy return per step 0.336-0.338 (88.4% of the belief-MDP ceiling 0.3819; above best
-stack-2 0.2950 and stack-3 0.3281, short of the 90% aim), the curve still rising slowly at
-the end; within-branch probe R² 0.84-0.88 against ~0 for the raw observation (the untrained
-module's numbers from those runs were scored on its own rollouts and are superseded: it is
-now replayed on the agent's; windows and nulls not yet run at this budget).
+Results: the study README (run ids, dates, the measured times of each budget).
 """
 
 from __future__ import annotations
@@ -71,13 +66,8 @@ class Budget:
     intervention_steps: int  # recorded steps of each edited (after the warm-up)
 
 
-# One tiny iteration and small probes: checks the recipe end to end. Measured on 2 quiet
-# cores (2026-12-03, seed 42, run 20261203T075637Z-b3ce8715): 49 s end to end through
-# `uv run rl-harness ... --smoke` (9 s of it training), under the 2-minute target; 28.7 s
-# through the rl-harness CLI in the study's slow smoke suite (2026-12-04, quiet).
-# With the full analysis (replayed control, windows k = 1..2, nulls, layers, checkpoints):
-# 63.6 s through the CLI in the slow smoke suite on 2 shared cores at load average ~9
-# (2026-12-04; the whole suite 263 s); a quiet-machine figure is pending.
+# One tiny iteration and small probes: checks the recipe end to end (meant to take well
+# under 2 minutes; measured times in the study README).
 SMOKE = Budget(
     iterations=1,
     train_batch=512,
@@ -95,16 +85,8 @@ SMOKE = Budget(
     intervention_steps=16,
 )
 # CPU default: 62 x 32,768 = 2,031,616 env steps, the fewest iterations that reach 2M steps;
-# meant to fit 30 minutes on 2 cores. Measured on 2 quiet cores (2026-12-04, reward_only
-# seed 0, run 20261204T004139Z-113b613d, nothing else running): training 1,553 s (25.9 min;
-# 21-27 s per iteration after the first's 50 s, 1,308 env steps/s, 3.3x the original
-# agent's ~400/s), 28.4 min end to end with the 2.1-min evaluation and probes. Four other
-# quiet runs trained in 25.2-26.0 min; one (belief_observation seed 2) took 31.7 min, 34.2
-# end to end, over the 30 minutes, cause not found (study README). The full analysis
-# (issue 25: replayed control, windows k = 1..6, conditional null, layers, 64 episodes
-# replayed through each checkpoint) took 379 s on 2 shared cores at load average ~10 with
-# ANALYSIS_TORCH_THREADS = 1 (2026-12-04, analysis sizes of this budget, a 2-iteration
-# agent with 3 checkpoints; a CPU run adds ~5 more checkpoints at ~11 s each); quiet: pending.
+# meant to fit 30 minutes on 2 cores with the analysis (measured times: the study README;
+# training speed and memory: docs/performance.md, bench/flagship_throughput.py).
 CPU = Budget(
     iterations=62,
     train_batch=32_768,
