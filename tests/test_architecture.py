@@ -2,8 +2,9 @@
 rule that every package carries an AGENTS.md.
 
 An import counts wherever it sits (module level, inside a function, under TYPE_CHECKING), and
-so does `importlib.import_module("literal")`; dispatch by a computed string (cli.py's TOOLS)
-is not an import. `from rl_harness import X` counts as the root API, which re-exports harness.
+so does `importlib.import_module("literal")`; dispatch by a computed string is not an import
+(the CLI, `rl_harness.cli`, the layer above all others, imports every command it runs).
+`from rl_harness import X` counts as the root API, which re-exports harness.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "rl_harness"
-LAYERS = ("harness", "learners", "losses", "analysis", "envs", "devops")
+LAYERS = ("harness", "learners", "losses", "analysis", "envs", "devops", "cli")
 SEEDING, ROOT, EXPERIMENTS = "seeding", "root", "experiments"
 
 # What each layer may import besides itself. "root" is `rl_harness` (its lazy API is harness).
@@ -27,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "harness": {SEEDING, ROOT},
     "analysis": {"harness", "learners", "losses", SEEDING, ROOT},
     "devops": {"harness", SEEDING, ROOT},
+    "cli": {"harness", "analysis", "devops", SEEDING, ROOT},  # the command line, above all
 }
 
 
@@ -184,6 +186,9 @@ def _plant(root: Path, relative: str, source: str) -> None:
         ("losses/l.py", "from rl_harness.analysis import probes\n", "analysis.probes"),
         ("devops/d.py", "import rl_harness.learners\n", "learners"),
         ("harness/x.py", "from experiments.study.leaf import experiment\n", "experiments"),
+        ("harness/x.py", "from rl_harness.cli import main\n", "rl_harness.cli.main"),
+        ("analysis/a.py", "def f():\n    from rl_harness.cli.vast import main\n", "cli.vast"),
+        ("cli/c.py", "from rl_harness.envs.mess3 import tasks\n", "envs.mess3"),
         ("__init__.py", "from rl_harness.harness.context import RunContext\n", "harness.context"),
         ("seeding.py", "import rl_harness\n", "rl_harness"),
     ],
@@ -206,6 +211,8 @@ def test_checker_allows_what_the_rules_allow(tmp_path: Path):
         "from rl_harness.learners.models import base\n",
         "learners/m.py": "from rl_harness.losses import classification\n",
         "devops/d.py": "from rl_harness.harness.redaction import redact\nimport rl_harness\n",
+        "cli/c.py": "from rl_harness.analysis.comparison import compare_runs\n"
+        "from rl_harness.devops.vast import client\nfrom rl_harness.harness import lifecycle\n",
         "__init__.py": "def __getattr__(name):\n    import rl_harness.harness.context\n",
     }
     for relative, source in allowed.items():

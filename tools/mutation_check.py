@@ -55,7 +55,7 @@ MUTATIONS = [
     ),
     Mutation(
         "final-checkpoint-only-on-completed",
-        "harness/runners.py",
+        "harness/runners/direct.py",
         (
             (
                 "and status != FAILED",
@@ -326,7 +326,7 @@ MUTATIONS = [
     ),
     Mutation(
         "tune-sigterm-reported-as-sigint",
-        "harness/runners.py",
+        "harness/runners/tune.py",
         (("signum = interrupts.stop_requested() or signal.SIGINT", "signum = signal.SIGINT"),),
         ("tests/harness/test_tune_sigterm.py",),
         "a Tune run stopped by SIGTERM would report SIGINT and exit 130, not 143",
@@ -355,7 +355,7 @@ MUTATIONS = [
     ),
     Mutation(
         "tune-best-checkpoint-order",
-        "harness/runners.py",
+        "harness/runners/tune.py",
         (
             (
                 "best = result.get_best_checkpoint(attribute, order)",
@@ -367,7 +367,7 @@ MUTATIONS = [
     ),
     Mutation(
         "tune-keep-order",
-        "harness/runners.py",
+        "harness/runners/tune.py",
         (
             (
                 "checkpoint_score_order=checkpoint_score_order,",

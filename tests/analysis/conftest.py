@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main as cli_main
+from rl_harness.cli import main as cli_main
 
 EPISODE_LENGTH = 16
 ENV_CONFIG = {

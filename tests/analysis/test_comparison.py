@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import t
 
 from rl_harness.analysis.comparison import ComparisonError, compare_runs, write_comparison
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from tests.tools.helpers import error_line, manifest, run_leaf, write_leaf
 
 # Seeded returns around SHIFT and a real probe report (global and within-branch R²).
@@ -167,7 +167,7 @@ def test_compare_is_a_library_call_for_a_synthesis_leaf(study, tmp_path):
 def test_compare_help_imports_nothing_heavy():
     code = (
         "import sys\n"
-        "from rl_harness.harness.cli import main\n"
+        "from rl_harness.cli import main\n"
         "try:\n    main(['compare', '--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in ('matplotlib', 'torch', 'ray', 'scipy') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"

@@ -26,7 +26,7 @@ def test_reader_sees_the_whole_run(tiny_run):
     checkpoints = run.checkpoints()
     assert [p.name for p in checkpoints] == ["iter_000001", "iter_000002"]
     assert run.final_checkpoint() == checkpoints[-1]
-    assert str(run.final_checkpoint()) == run.summary["final_checkpoint"]
+    assert run.final_checkpoint() == run.artifacts_dir / run.summary["final_checkpoint"]
     with pytest.raises(KeyError, match="no metrics row holds 'nope'"):
         run.metric("nope")
 

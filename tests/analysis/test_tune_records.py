@@ -14,7 +14,7 @@ import pytest
 
 from rl_harness.analysis import RunArtifacts, load_module
 from rl_harness.analysis.comparison import compare_runs
-from rl_harness.harness.cli import main as cli_main
+from rl_harness.cli import main as cli_main
 
 TUNE_RECIPE = """
 from ray.rllib.algorithms.ppo import PPOConfig
@@ -126,7 +126,8 @@ def test_run_artifacts_lists_trials_and_finds_their_checkpoints(tune_run):
     _, results = tune_run
     run = RunArtifacts.open(results)
     summary = _json(results / "summary.json")
-    assert run.is_tune and run.experiment_dir == Path(summary["experiment_path"])
+    assert summary["experiment_path"] == "tune/experiment"  # relative to artifacts/<run-id>/
+    assert run.is_tune and run.experiment_dir == run.artifacts_dir / summary["experiment_path"]
     trials = {t.seed: t for t in run.trials()}
     assert sorted(trials) == [11, 12]
     for record in summary["trials"]:
@@ -136,10 +137,11 @@ def test_run_artifacts_lists_trials_and_finds_their_checkpoints(tune_run):
             range(1, record["iterations"] + 1)
         )
         assert {row["seed"] for row in trial.metrics} == {record["seed"]}
-        assert str(trial.final_checkpoint) == record["checkpoint"]
-        assert str(run.final_checkpoint(trial=record["trial_id"])) == record["checkpoint"]
-        assert str(run.final_checkpoint(trial=record["seed"])) == record["checkpoint"]
-        assert [str(p) for p in trial.checkpoints] == record["checkpoints"]
+        recorded = run.artifacts_dir / record["checkpoint"]
+        assert trial.final_checkpoint == recorded
+        assert run.final_checkpoint(trial=record["trial_id"]) == recorded
+        assert run.final_checkpoint(trial=record["seed"]) == recorded
+        assert [run.artifacts_dir / p for p in record["checkpoints"]] == trial.checkpoints
     with pytest.raises(ValueError, match="has 2 trials .*pass final_checkpoint\\(trial="):
         run.final_checkpoint()
     with pytest.raises(KeyError, match="no trial 'nope' in Tune run .*seed 11"):
@@ -159,6 +161,40 @@ def test_tune_records_follow_the_run_when_moved(tune_run, tmp_path: Path):
         path = run.final_checkpoint(trial=12)
         assert path.is_relative_to(moved) and path.name == "checkpoint_000001"
         assert {t.seed for t in run.trials()} == {11, 12}
+    finally:
+        shutil.move(tmp_path / "aside", leaf / "artifacts")
+
+
+def test_records_with_absolute_paths_still_resolve_when_moved(tune_run, tmp_path: Path):
+    """A summary written before checkpoint paths were relative held absolute ones: a run
+    recorded so, then copied elsewhere, still finds its experiment and checkpoints."""
+    leaf, _ = tune_run
+    moved = tmp_path / "copied"
+    shutil.copytree(leaf, moved)
+    summary_path = moved / "results" / "sweep" / "summary.json"
+    summary = _json(summary_path)
+    old_artifacts = (leaf / "artifacts" / "sweep").resolve()
+
+    def absolute(path: str | None) -> str | None:
+        return str(old_artifacts / path) if path else path
+
+    summary["experiment_path"] = absolute(summary["experiment_path"])
+    for trial in summary["trials"]:
+        trial["checkpoint"] = absolute(trial["checkpoint"])
+        trial["checkpoints"] = [absolute(p) for p in trial["checkpoints"]]
+        trial["best_checkpoint"] = absolute(trial["best_checkpoint"])
+    summary_path.write_text(json.dumps(summary))
+    shutil.move(leaf / "artifacts", tmp_path / "aside")
+    try:
+        run = RunArtifacts.open(moved / "results" / "sweep")
+        artifacts = (moved / "artifacts" / "sweep").resolve()
+        assert run.experiment_dir == artifacts / "tune" / "experiment"
+        for recorded in summary["trials"]:
+            trial = run.trial(recorded["seed"])
+            assert trial.final_checkpoint == trial.trial_dir / Path(recorded["checkpoint"]).name
+            assert trial.final_checkpoint.is_relative_to(artifacts)
+            best = Path(recorded["best_checkpoint"]).name
+            assert trial.best_checkpoint == trial.trial_dir / best
     finally:
         shutil.move(tmp_path / "aside", leaf / "artifacts")
 

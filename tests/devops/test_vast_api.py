@@ -10,8 +10,8 @@ import pytest
 from fake_vast import FakeVast
 from vast_support import API_KEY, up_args
 
+from rl_harness.cli.vast import main
 from rl_harness.devops.vast.bootstrap import ONSTART, ONSTART_LIMIT
-from rl_harness.devops.vast.cli import main
 from rl_harness.devops.vast.client import (
     CREATE,
     DESTROY,

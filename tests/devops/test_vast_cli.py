@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from vast_support import API_KEY, B2_APP_KEY, B2_KEY_ID, git, up_args
 
+from rl_harness.cli.vast import main
 from rl_harness.devops.vast.bootstrap import ONSTART, unpack_env
-from rl_harness.devops.vast.cli import main
 from rl_harness.devops.vast.state import StateFile
 
 _up_args = up_args
@@ -261,8 +261,9 @@ def test_full_cycle_box_runs_the_onstart_it_was_given(
 
 
 def test_python_m_entry_point(vast_env, fake_vast):
+    # `python -m rl_harness.cli vast ...` (the CLI package runs as a module, every command)
     out = subprocess.run(
-        [sys.executable, "-m", "rl_harness.devops.vast", "offers", "--top", "2"],
+        [sys.executable, "-m", "rl_harness.cli", "vast", "offers", "--top", "2"],
         capture_output=True,
         text=True,
         env=os.environ.copy(),
@@ -271,3 +272,20 @@ def test_python_m_entry_point(vast_env, fake_vast):
     assert out.returncode == 0, out.stderr
     assert "score = reliability * dlperf / ($/h)" in out.stdout
     assert len(out.stdout.strip().splitlines()) == 4  # header, 2 offers, footer
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["offers", "--bogus"], "unrecognized arguments: --bogus"),
+        ([], "the following arguments are required: command"),
+        (["logs", "not-a-number"], "invalid int value"),
+        (["quarantine", "add"], "quarantine add needs a machine id"),
+    ],
+)
+def test_bad_input_is_one_error_line(vast_env, argv, expected, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err  # no usage dump
+    assert err[0].startswith("rl-harness vast") and ": error: " in err[0], err
+    assert expected in err[0]

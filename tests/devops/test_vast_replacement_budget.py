@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from vast_support import up_args
 
-from rl_harness.devops.vast.cli import main
+from rl_harness.cli.vast import main
 from rl_harness.devops.vast.state import StateFile
 
 MAX_HOURS = 2.0  # up_args passes --max-hours 2

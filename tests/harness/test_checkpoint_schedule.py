@@ -12,8 +12,8 @@ import pytest
 
 from rl_harness import CheckpointSchedule
 from rl_harness.analysis import RunArtifacts, load_module, run_checkpoints
+from rl_harness.cli import main
 from rl_harness.harness.checkpointing import crossed_log_threshold
-from rl_harness.harness.cli import main
 
 DIRECT = """
 from ray.rllib.algorithms.ppo import PPOConfig

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rl_harness.analysis import RunArtifacts
+from rl_harness.cli import main
 from rl_harness.envs.hmm import ENV_ID
-from rl_harness.harness.cli import main
 from rl_harness.harness.redaction import REDACTED
 from tests.harness.test_log_to import mlflow_runs
 from tests.harness.wandb_files import records

@@ -102,3 +102,17 @@ def test_named_streams_are_stable_and_independent():
     assert 0 <= stream_seed(42, "rllib") < 2**31
     with pytest.raises(ValueError, match="stream names must be non-empty strings"):
         stream_sequence(42)
+
+
+def test_one_options_record_checked_once_by_make_context(tmp_path: Path):
+    from rl_harness.harness.context import RunOptions
+
+    # The record's defaults are the CLI's; keywords replace its fields.
+    context = make_context(tmp_path, RunOptions(seed=7, log_to=("mlflow", "mlflow")), smoke=True)
+    assert (context.seed, context.smoke, context.hardware.profile) == (7, True, "cpu-local")
+    assert context.log_to == ("mlflow",)  # checked and normalized once, here
+    assert context.options.seed == 7 and context.options.to_dict()["log_to"] == ["mlflow"]
+    assert make_context(tmp_path / "b").seed == RunOptions().seed == 42
+    with pytest.raises(TypeError):
+        make_context(tmp_path, sede=3)  # a misspelled option is no silent default
+    assert context.paths.summary == context.results_dir / "summary.json"

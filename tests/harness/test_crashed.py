@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rl_harness.analysis import RunArtifacts, run_checkpoints
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.liveness import check_status, process_identity
 from rl_harness.harness.metrics import read_metrics
 

@@ -40,8 +40,8 @@ def test_ctrl_c_after_first_iteration_keeps_the_final_checkpoint(
     summary = json.loads((context.results_dir / "summary.json").read_text())
     final = context.artifacts_dir / "checkpoints" / "iter_000001"
     assert summary["status"] == "interrupted" and summary["iterations"] == 1
-    assert summary["checkpoints"] == [str(final)]
-    assert summary["final_checkpoint"] == str(final)
+    assert summary["checkpoints"] == [final.relative_to(context.artifacts_dir).as_posix()]
+    assert context.artifacts_dir / summary["final_checkpoint"] == final
     assert (final / "rllib_checkpoint.json").is_file()
 
     # The checkpoint is a usable one: a resumed run continues at iteration 2.

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import RunArtifacts
+from rl_harness.cli import main
 from rl_harness.harness.atomic import JSONValueError, to_json_value
-from rl_harness.harness.cli import main
 from tests.tools.helpers import error_line, manifest, run_leaf, write_leaf
 
 NUMPY_RESULT = """

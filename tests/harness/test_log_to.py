@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main as cli_main
+from rl_harness.cli import main as cli_main
 from tests.harness.wandb_files import history, run_record
 
 RECIPE = """

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rl_harness.cli import main
 from rl_harness.harness import atomic
-from rl_harness.harness.cli import main
 from rl_harness.harness.provenance import library_root
 from tests.harness import recipes
 
@@ -136,7 +136,7 @@ def test_keyboard_interrupt_in_recipe_is_interrupted(tmp_path: Path, capsys):
 def test_signal_marks_run_interrupted(tmp_path: Path, signum: int, code: int):
     leaf = _leaf(tmp_path, recipes.SLEEPY)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rl_harness.harness.cli", str(leaf)],
+        [sys.executable, "-m", "rl_harness.cli", str(leaf)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,

@@ -106,7 +106,7 @@ def test_run_connects_to_existing_cluster(ray_cluster, tmp_path: Path):
     )
     # RAY_ADDRESS is honoured as well as --ray-address; use the variable here.
     proc = subprocess.run(
-        [sys.executable, "-m", "rl_harness.harness.cli", str(leaf)],
+        [sys.executable, "-m", "rl_harness.cli", str(leaf)],
         env={**env, "RAY_ADDRESS": address},
         capture_output=True,
         text=True,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 
 CLI = Path(sys.executable).parent / "rl-harness"
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from rl_harness.cli import main
 from rl_harness.devops.vast.credentials import Redactor
-from rl_harness.harness.cli import main
 from rl_harness.harness.redaction import REDACTED, redact_url, redact_urls
 
 # Built at run time: a dirty checkout's saved patch holds this file's source, not the values.

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from rl_harness.cli import main
 from rl_harness.devops.vast.credentials import Redactor, url_has_credentials
-from rl_harness.harness.cli import main
 from rl_harness.harness.redaction import redact_url, redact_urls
 
 # Built at run time: the library's saved patch (a dirty checkout) holds this source, not these.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.redaction import REDACTED, redact_env, secret_values
 
 # One value per word of the secret-name pattern, plus a name that is no secret.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.context import make_context
 from tests.harness import recipes
 
@@ -68,5 +68,5 @@ def test_cli_bad_seed_leaves_nothing(tmp_path: Path, capsys):
     before = _tree(tmp_path)
     assert main([str(leaf), "--seed", "-3"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == "rl-harness: error: argument --seed: seed must be in [0, 2**32 - 1], got -3"
+    assert line == "rl-harness: error: seed must be in [0, 4294967295], got -3"
     assert _tree(tmp_path) == before

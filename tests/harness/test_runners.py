@@ -54,7 +54,9 @@ def test_direct_runner_records_everything(direct_runs):
     assert summary["status"] == "completed" and summary["iterations"] == 2
     assert summary["seed"] == 5 and summary["run_id"] == context.run_id
     assert [Path(p).name for p in summary["checkpoints"]] == ["iter_000001", "iter_000002"]
-    assert result.checkpoint_path == Path(summary["final_checkpoint"])
+    # Recorded relative to artifacts/<run-id>/: the run folder can move.
+    assert summary["final_checkpoint"] == "checkpoints/iter_000002"
+    assert result.checkpoint_path == context.artifacts_dir / summary["final_checkpoint"]
     assert result.checkpoint_path.is_relative_to(context.artifacts_dir)
     assert (result.checkpoint_path / "rllib_checkpoint.json").exists()
 

@@ -112,7 +112,8 @@ def test_sigterm_to_process_group_then_resume_to_full_budget(tmp_path: Path):
     saved = summary["iterations"]
     assert 1 <= saved < BUDGET
     assert [r["training_iteration"] for r in rows] == list(range(1, saved + 1))
-    checkpoint = Path(summary["final_checkpoint"])
+    artifacts = _json(run_dir / "run_manifest.json")["artifacts"]["local"]
+    checkpoint = Path(artifacts) / summary["final_checkpoint"]
     assert checkpoint.name == f"iter_{saved:06d}"
     assert (checkpoint / "rllib_checkpoint.json").exists()
 
@@ -159,7 +160,8 @@ def test_sigterm_to_process_group_under_tune_then_resume(tmp_path: Path):
     (trial,) = summary["trials"]
     assert trial["status"] == "interrupted" and 1 <= trial["iterations"] < BUDGET
     assert trial["checkpoint"] is not None  # saved at the first result after the signal
-    experiment = Path(summary["experiment_path"])
+    artifacts = _json(run_dir / "run_manifest.json")["artifacts"]["local"]
+    experiment = Path(artifacts) / summary["experiment_path"]
     assert f"--resume-from {experiment}" in out
     driver = _json(run_dir / "run_manifest.json")["command"]["executable"]
     (trial_result,) = experiment.glob("*/result.json")

@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -76,7 +75,7 @@ def test_sigterm_interrupts_run_tune_with_sigterm_and_143(ray_session, sigterm_g
     assert trial["status"] == "interrupted"
     assert 1 <= trial["iterations"] < BUDGET
     assert trial["checkpoint"] is not None  # saved at the first result after the signal
-    assert Path(trial["checkpoint"]).is_dir()
+    assert (context.artifacts_dir / trial["checkpoint"]).is_dir()
     rows = read_metrics(metrics)
     assert [r["training_iteration"] for r in rows] == list(range(1, trial["iterations"] + 1))
     # run_tune put back the SIGTERM handler it found.

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from rl_harness.harness.storage import download_main, mirror_run_artifacts
+from rl_harness.cli.storage import download_main
+from rl_harness.harness.storage import mirror_run_artifacts
 from tests.storage.s3_fakes import Fault
 
 LEAF = "studies/mess3/ppo"

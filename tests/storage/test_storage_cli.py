@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rl_harness.harness.cli import main
-from rl_harness.harness.storage import upload_main
+from rl_harness.cli import main
+from rl_harness.cli.storage import upload_main
 from tests.storage.s3_fakes import APP_KEY, KEY_ID, Fault
 
 RUN_ID = "20261202T134500Z-3f9a1c2e"

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from rl_harness.harness.storage import download_files, download_main, mirror_run_artifacts
+from rl_harness.cli.storage import download_main
+from rl_harness.harness.storage import download_files, mirror_run_artifacts
 from rl_harness.harness.storage.download import wanted_from_index
 
 RUN_ID = "20261202T134500Z-3f9a1c2e"

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from rl_harness.analysis import RunArtifacts, load_module
-from rl_harness.harness.cli import main as cli_main
+from rl_harness.cli import main as cli_main
 from rl_harness.harness.storage import StorageConfigError
 from rl_harness.harness.storage.tune_storage import tune_storage
 

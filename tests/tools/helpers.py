@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 
 
 def write_leaf(repo: Path, source: str, name: str = "leaf") -> Path:

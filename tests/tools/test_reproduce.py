@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.metrics import read_metrics, without_timings
 from rl_harness.harness.runtools.compare import compare_metrics
 from tests.tools import recipes

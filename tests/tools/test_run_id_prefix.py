@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from tests.tools import recipes
 from tests.tools.helpers import run_leaf, write_leaf
 

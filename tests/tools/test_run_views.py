@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.metrics import read_metrics
 from tests.harness import recipes as harness_recipes
 from tests.tools import recipes

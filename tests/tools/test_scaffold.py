@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.metrics import read_metrics
 from rl_harness.harness.scaffold import (
     LEAF_MODULE,
@@ -116,7 +116,7 @@ def scaffolded_run(tmp_path_factory):
     library_head = _git(library, "rev-parse", "HEAD") if library else None
     assert main(["new", str(repo)]) == 0
     out = subprocess.run(
-        [sys.executable, "-m", "rl_harness.harness.cli", LEAF_PATH, "--smoke"],
+        [sys.executable, "-m", "rl_harness.cli", LEAF_PATH, "--smoke"],
         cwd=repo,
         capture_output=True,
         text=True,

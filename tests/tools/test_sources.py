@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rl_harness.harness.cli import main
+from rl_harness.cli import main
 from rl_harness.harness.provenance import library_root
 from tests.tools import recipes
 from tests.tools.helpers import manifest, run_dirs, run_leaf

@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rl_harness.harness.locations import is_uri
+from rl_harness.harness.layout import is_checkpoint, resolve_checkpoint
 from rl_harness.harness.metrics import read_metrics
-from rl_harness.harness.names import CHECKPOINT_LOG_NAME
-from rl_harness.harness.runners import resolve_checkpoint
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -106,7 +104,7 @@ def run_checkpoints(
     if not isinstance(run, RunArtifacts):
         run = RunArtifacts.open(Path(run))
     wanted = run.trial(trial).trial_id if trial is not None else None
-    log = run.results_dir / CHECKPOINT_LOG_NAME
+    log = run.paths.checkpoint_log
     if not log.is_file():
         return _from_folders(run) if wanted is None else []
     found: dict[tuple[str | None, str], RunCheckpoint] = {}
@@ -114,9 +112,9 @@ def run_checkpoints(
         trial_id = row.get("trial_id")
         if wanted is not None and trial_id != wanted:
             continue
-        path = _resolved(str(row.get("path") or ""), run.artifacts_dir)
-        if path is None:
-            continue
+        path = run.paths.resolve(str(row.get("path") or ""))
+        if path is None or not (isinstance(path, str) or is_checkpoint(path)):
+            continue  # gone (Tune's num_to_keep), or its artifacts are not on this machine
         seed = row.get("seed")
         steps = row.get("env_steps")
         found[(trial_id, str(path))] = RunCheckpoint(  # a path saved twice: the last row
@@ -128,21 +126,6 @@ def run_checkpoints(
             seed=int(seed) if isinstance(seed, int) else None,
         )
     return sorted(found.values(), key=lambda c: (c.iteration, c.trial_id or ""))
-
-
-def _resolved(recorded: str, artifacts_dir: Path | None) -> Path | str | None:
-    """A recorded checkpoint path as it is now: a URI as is, a relative path under the
-    run's artifacts folder; None when the checkpoint is gone (Tune's num_to_keep)."""
-    if not recorded:
-        return None
-    if is_uri(recorded):
-        return recorded
-    path = Path(recorded)
-    if not path.is_absolute():
-        if artifacts_dir is None:
-            return None
-        path = artifacts_dir / path
-    return path if (path / "rllib_checkpoint.json").is_file() else None
 
 
 def _from_folders(run: RunArtifacts) -> list[RunCheckpoint]:

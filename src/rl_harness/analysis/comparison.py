@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
 from rl_harness.harness.configrecord import config_lookup
 from rl_harness.harness.console import text_table
 from rl_harness.harness.metrics import flatten
@@ -176,17 +174,6 @@ def default_metrics(records: Sequence[RunRecord]) -> list[str]:
             elif flat_key.split("/")[-1] == "r2_pooled" and f"{PROBE_FILE}:{flat_key}" not in keys:
                 keys.append(f"{PROBE_FILE}:{flat_key}")  # a pooled R² that was undefined
     return keys
-
-
-def parse_where(items: Sequence[str]) -> dict[str, str]:
-    """`KEY=VALUE` texts -> {KEY: VALUE}; ComparisonError for one without `=`."""
-    where = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ComparisonError(f"--where takes KEY=VALUE (a config.json key), got {item!r}")
-        where[key] = value
-    return where
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -426,57 +413,3 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:
     record = out_dir / "comparison.json"
     write_json_atomic(record, comparison.to_dict())
     return [markdown, record, plot_comparison(comparison, out_dir / "comparison.png")]
-
-
-def compare_main(argv: list[str]) -> int:
-    parser = OneLineParser(
-        prog="rl-harness compare",
-        description="Compare the completed runs under run or study folders: one row per "
-        "experiment leaf (arm), mean and 95% interval across runs (seeds) per metric. "
-        f"Default metrics: {RETURN_PER_STEP} and every pooled R² in {PROBE_FILE}.",
-    )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="run folders or study folders")
-    parser.add_argument(
-        "--metric",
-        action="append",
-        metavar="KEY",
-        help=f"{RETURN_PER_STEP}, a metrics.jsonl key, or FILE.json:path/in/it (repeatable)",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write Markdown, JSON and PNG")
-    parser.add_argument(
-        "--group-by",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="split each arm by a config.json key, e.g. lr or env_config.episode_length",
-    )
-    parser.add_argument(
-        "--where",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="only runs whose config.json has this value, e.g. lr=0.001 (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-mixed", action="store_true", help="compare runs of different library commits"
-    )
-    try:
-        args = parser.parse_args(argv)
-        comparison = compare_runs(
-            args.paths,
-            args.metric,
-            allow_mixed=args.allow_mixed,
-            group_by=args.group_by,
-            where=parse_where(args.where),
-        )
-    except (UsageError, ComparisonError) as error:
-        return fail(str(error))
-    if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2))
-    else:
-        print(comparison_text(comparison))
-    if args.out is not None:
-        written = write_comparison(comparison, args.out)
-        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
-    return EXIT_OK

@@ -1,11 +1,11 @@
-"""`RunArtifacts`: read one run's records (manifest, metrics, summary) and find its checkpoints.
+"""`RunArtifacts`: one run's records (manifest, metrics, summary, config) and its checkpoints.
 
 A run lives in two folders made by the harness: `results/<run-id>/` (run_manifest.json,
 metrics.jsonl, summary.json, recipe outputs) and `artifacts/<run-id>/` (checkpoints under
-`checkpoints/iter_NNNNNN`). The artifacts folder is found from the manifest
-(`artifacts.local`), else from the summary's checkpoint paths, else by the layout
-convention `<leaf>/results/<id>` -> `<leaf>/artifacts/<id>`; the first that exists wins, so a
-run copied to another machine still resolves.
+`checkpoints/iter_NNNNNN`); harness/layout.py names every file. `RunArtifacts` is the run
+tools' reader (`RunRecord`: records, status, the artifacts folder found from the manifest,
+else beside the results folder, so a run copied to another machine still resolves) plus the
+checkpoints and Tune trials analysis needs.
 
 `status` is the manifest's, except that a `running` record whose process is gone (SIGKILL,
 out of memory) reads `crashed` (harness/liveness.py; the record is left as it is). `config`
@@ -27,25 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from rl_harness.harness.atomic import read_json
-from rl_harness.harness.liveness import StatusCheck, check_status
-from rl_harness.harness.metrics import METRICS_NAME, read_metrics
-from rl_harness.harness.names import CONFIG_NAME
-from rl_harness.harness.provenance import MANIFEST_NAME
-from rl_harness.harness.runners import CHECKPOINTS_DIR, SUMMARY_NAME, TUNE_DIR, TUNE_EXPERIMENT
-
-
-def _read_optional(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        return read_json(path)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
-
-
-def _is_checkpoint(path: Path) -> bool:
-    return (path / "rllib_checkpoint.json").is_file()
+from rl_harness.harness.layout import direct_checkpoints, is_checkpoint
+from rl_harness.harness.runtools.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -78,24 +61,22 @@ def _trial_id_of(trial_dir: Path) -> str | None:
     return None
 
 
-def _relocate(named: str | None, folder: Path | None) -> Path | None:
-    """A recorded checkpoint path if it is here, else the same name inside `folder`."""
-    if not named:
+def _in_trial(recorded: Path | str | None, folder: Path | None) -> Path | None:
+    """A recorded trial checkpoint if it is there, else the same name in the trial folder
+    found on disk (a bucket's URI, fetched; a record holding a path from another machine)."""
+    if recorded is None:
         return None
-    path = Path(named)
-    if _is_checkpoint(path):
+    path = Path(recorded)
+    if is_checkpoint(path):
         return path
-    if folder is not None and _is_checkpoint(folder / path.name):
+    if folder is not None and is_checkpoint(folder / path.name):
         return folder / path.name
     return None
 
 
 @dataclass(frozen=True)
-class RunArtifacts:
-    results_dir: Path
-    manifest: dict[str, Any] | None
-    summary: dict[str, Any] | None
-    artifacts_dir: Path | None
+class RunArtifacts(RunRecord):
+    """A run's records (`RunRecord`) with its checkpoints and Tune trials."""
 
     @classmethod
     def open(cls, results_dir: Path) -> RunArtifacts:
@@ -103,60 +84,13 @@ class RunArtifacts:
         results_dir = Path(results_dir).expanduser().resolve()
         if not results_dir.is_dir():
             raise FileNotFoundError(f"no run folder at {results_dir}")
-        manifest = _read_optional(results_dir / MANIFEST_NAME)
-        summary = _read_optional(results_dir / SUMMARY_NAME)
-        if manifest is None and summary is None:
+        run = cls.read(results_dir)
+        if run.manifest is None and run.summary is None:
             raise FileNotFoundError(
-                f"{results_dir} holds neither {MANIFEST_NAME} nor {SUMMARY_NAME}: not a run folder"
+                f"{results_dir} holds neither {run.paths.manifest.name} nor "
+                f"{run.paths.summary.name}: not a run folder"
             )
-        return cls(results_dir, manifest, summary, _find_artifacts(results_dir, manifest, summary))
-
-    @property
-    def run_id(self) -> str:
-        for record in (self.manifest, self.summary):
-            if record and record.get("run_id"):
-                return str(record["run_id"])
-        return self.results_dir.name
-
-    @property
-    def status_check(self) -> StatusCheck | None:
-        return check_status(self.manifest) if self.manifest else None
-
-    @property
-    def status(self) -> str | None:
-        """The manifest's status (running / completed / failed / interrupted), or `crashed`
-        for a `running` record whose process is gone. A running record from another host
-        stays `running` (`status_note` says it could not be checked)."""
-        check = self.status_check
-        return check.status if check else None
-
-    @property
-    def recorded_status(self) -> str | None:
-        """The status written in the manifest."""
-        return self.manifest.get("status") if self.manifest else None
-
-    @property
-    def status_note(self) -> str | None:
-        """Why the status is `crashed`, or why a `running` one could not be checked."""
-        check = self.status_check
-        return check.note if check else None
-
-    @property
-    def config(self) -> dict[str, Any] | None:
-        """config.json: the resolved AlgorithmConfig the run trained with (None if absent)."""
-        return _read_optional(self.results_dir / CONFIG_NAME)
-
-    @property
-    def seed(self) -> int | None:
-        for record in (self.manifest, self.summary):
-            if record and record.get("seed") is not None:
-                return int(record["seed"])
-        return None
-
-    def metrics(self) -> list[dict[str, Any]]:
-        """Rows of metrics.jsonl (empty if the run logged none)."""
-        path = self.results_dir / METRICS_NAME
-        return read_metrics(path) if path.is_file() else []
+        return run
 
     def metric(self, key: str, x_key: str = "training_iteration") -> tuple[np.ndarray, np.ndarray]:
         """(x, y) arrays over the rows that hold both keys with a value."""
@@ -174,8 +108,7 @@ class RunArtifacts:
         """Checkpoint folders under artifacts/<run-id>/checkpoints, oldest first."""
         if self.artifacts_dir is None:
             return []
-        folder = self.artifacts_dir / CHECKPOINTS_DIR
-        return sorted(p for p in folder.glob("iter_*") if _is_checkpoint(p))
+        return direct_checkpoints(self.paths.checkpoints_dir)
 
     @property
     def is_tune(self) -> bool:
@@ -184,15 +117,14 @@ class RunArtifacts:
     @property
     def experiment_dir(self) -> Path | None:
         """The Tune experiment folder: the summary's, else artifacts/<run-id>/tune/experiment."""
-        named = (self.summary or {}).get("experiment_path")
-        local = (
-            self.artifacts_dir or self.results_dir.parent.parent / "artifacts" / self.run_id
-        ) / (Path(TUNE_DIR) / TUNE_EXPERIMENT)
-        if named and str(named).startswith("s3://"):
+        recorded = (self.summary or {}).get("experiment_path")
+        local = self.paths.tune_experiment
+        if recorded and str(recorded).startswith("s3://"):
             # Tune stored the experiment on the bucket (docs/multi_node.md): fetch it once
             # into the run's artifacts folder, then read it like a local one.
-            return _fetched_once(str(named), local)
-        candidates = [Path(named)] if named else []
+            return _fetched_once(str(recorded), local)
+        named = self.paths.resolve(recorded)
+        candidates = [Path(named)] if named is not None else []
         if self.artifacts_dir is not None:
             candidates.append(local)
         return next((path for path in candidates if path.is_dir()), None)
@@ -216,11 +148,9 @@ class RunArtifacts:
             folder = folders.get(trial_id)
             own = rows.get(trial_id, [])
             on_disk = (
-                sorted(p for p in folder.glob("checkpoint_*") if _is_checkpoint(p))
-                if folder
-                else []
+                sorted(p for p in folder.glob("checkpoint_*") if is_checkpoint(p)) if folder else []
             )
-            final = _relocate(record.get("checkpoint"), folder) or (
+            final = _in_trial(self.paths.resolve(record.get("checkpoint")), folder) or (
                 on_disk[-1] if on_disk else None
             )
             seed = record.get("seed", own[-1].get("seed") if own else None)
@@ -238,7 +168,9 @@ class RunArtifacts:
                     metrics=own,
                     checkpoints=on_disk,
                     final_checkpoint=final,
-                    best_checkpoint=_relocate(record.get("best_checkpoint"), folder),
+                    best_checkpoint=_in_trial(
+                        self.paths.resolve(record.get("best_checkpoint")), folder
+                    ),
                     trial_dir=folder,
                 )
             )
@@ -267,15 +199,9 @@ class RunArtifacts:
         the run), else the newest one found."""
         if trial is not None or self.is_tune:
             return self._trial_checkpoint(trial)
-        named = (self.summary or {}).get("final_checkpoint")
-        if named:
-            path = Path(named)
-            if _is_checkpoint(path):
-                return path
-            if self.artifacts_dir is not None:
-                moved = self.artifacts_dir / CHECKPOINTS_DIR / path.name
-                if _is_checkpoint(moved):
-                    return moved
+        named = self.paths.resolve((self.summary or {}).get("final_checkpoint"))
+        if named is not None and is_checkpoint(Path(named)):
+            return Path(named)
         found = self.checkpoints()
         if not found:
             raise FileNotFoundError(
@@ -302,33 +228,9 @@ class RunArtifacts:
             )
         return chosen.final_checkpoint
 
-    def read_json(self, name: str) -> dict[str, Any]:
-        """Another JSON record of the run, e.g. a recipe's probe_metrics.json."""
-        path = self.results_dir / name
-        if not path.is_file():
-            raise FileNotFoundError(f"run {self.run_id} has no {name} in {self.results_dir}")
-        return read_json(path)
-
 
 @functools.cache
 def _fetched_once(uri: str, dest: Path) -> Path:
     from rl_harness.harness.storage.tune_storage import fetch_tree
 
     return fetch_tree(uri, dest)
-
-
-def _find_artifacts(
-    results_dir: Path, manifest: dict[str, Any] | None, summary: dict[str, Any] | None
-) -> Path | None:
-    candidates: list[Path] = []
-    local = ((manifest or {}).get("artifacts") or {}).get("local")
-    if local:
-        candidates.append(Path(local))
-    final = (summary or {}).get("final_checkpoint")
-    if final:
-        candidates.append(Path(final).parent.parent)  # <artifacts>/checkpoints/iter_N
-    candidates.append(results_dir.parent.parent / "artifacts" / results_dir.name)
-    for path in candidates:
-        if path.is_dir():
-            return path.resolve()
-    return None

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rl_harness.harness.atomic import append_json_line
-from rl_harness.harness.locations import is_uri
-from rl_harness.harness.names import CHECKPOINT_LOG_NAME
+from rl_harness.harness.layout import RunPaths
 
 LogUnit = Literal["iterations", "env_steps"]
 STEPS_KEY = "num_env_steps_sampled_lifetime"
@@ -97,23 +96,11 @@ def env_steps_of(row: Mapping[str, Any]) -> int | None:
     return int(steps) if isinstance(steps, int | float) else None
 
 
-def recorded_path(path: str | Path, artifacts_dir: Path) -> str:
-    """A checkpoint's path as recorded: relative to artifacts/<run-id>/ when inside it."""
-    if is_uri(str(path)):
-        return str(path)
-    path = Path(path)
-    try:
-        return path.resolve().relative_to(Path(artifacts_dir).resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 class CheckpointLog:
     """Appends rows to results/<run-id>/checkpoints.jsonl."""
 
-    def __init__(self, results_dir: Path, artifacts_dir: Path) -> None:
-        self.path = Path(results_dir) / CHECKPOINT_LOG_NAME
-        self.artifacts_dir = Path(artifacts_dir)
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
 
     def append(
         self,
@@ -128,9 +115,9 @@ class CheckpointLog:
         row: dict[str, Any] = {
             "iteration": int(iteration),
             "env_steps": env_steps,
-            "path": recorded_path(path, self.artifacts_dir),
+            "path": self.paths.record(path),
             "reasons": list(reasons),
         }
         if trial_id is not None:
             row.update(trial_id=trial_id, seed=seed)
-        append_json_line(self.path, row)
+        append_json_line(self.paths.checkpoint_log, row)

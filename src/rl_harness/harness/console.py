@@ -222,7 +222,7 @@ def keep_ray_logs(dest: Path, session_logs: Path | None, driver_lines: list[str]
     try:
         dest.mkdir(parents=True, exist_ok=True)
         if driver_lines:
-            from rl_harness.harness.names import RAY_DRIVER_LOG
+            from rl_harness.harness.layout import RAY_DRIVER_LOG
 
             (dest / RAY_DRIVER_LOG).write_text("\n".join(driver_lines) + "\n", encoding="utf-8")
         if session_logs is not None and session_logs.is_dir():

@@ -1,23 +1,108 @@
-"""The immutable runtime context handed to every recipe's `run(context)`."""
+"""The run's options, checked once, and the immutable context handed to every recipe's
+`run(context)`.
+
+`RunOptions` is what a run is asked for (the CLI parses its flags into one; notebooks and
+scripts pass the same fields to `make_context`); `make_context` checks every option (one
+ValueError naming it, before any folder exists), claims a run id and its folders, and returns
+the `RunContext`, with the hardware profile resolved to a plan.
+"""
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal
 
-from rl_harness.harness.hardware import HardwarePlan, resolve_profile
-from rl_harness.harness.locations import Location, path_or_uri
+from rl_harness.harness.hardware import HardwarePlan, check_profile, resolve_profile
+from rl_harness.harness.layout import ARTIFACTS_PARENT, RESULTS_PARENT, RunPaths
+from rl_harness.harness.locations import Location, location_text, path_or_uri
 from rl_harness.harness.mirrors import check_log_targets
 
 DEFAULT_SEED = 42
+DEFAULT_PROFILE = "cpu-local"
 MAX_SEED = 2**32 - 1  # NumPy and RLlib both accept seeds in [0, 2**32)
+UploadMode = Literal["auto", "always", "never"]
+UPLOAD_MODES = ("auto", "always", "never")
 
 
 def new_run_id() -> str:
     """UTC timestamp plus 32 random bits, e.g. 20261202T134500Z-3f9a1c2e."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
+
+
+def validate_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED}], got {seed}")
+    return seed
+
+
+def valid_run_id(run_id: str) -> bool:
+    """Letters, digits, '-', '_' and '.', not starting with '.': one folder name, no escape."""
+    return bool(run_id) and all(c.isalnum() or c in "-_." for c in run_id) and run_id[0] != "."
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run is asked for: the one list of runtime options (`rl-harness TARGET --help`).
+
+    `results_dir` / `artifacts_dir` are the parents of `<run-id>/` (default
+    `<experiment dir>/results` and `/artifacts`); `upload_artifacts` and `verbose` concern
+    the CLI's run around the recipe (the B2 mirror; Ray's notices on the console).
+    """
+
+    seed: int = DEFAULT_SEED
+    smoke: bool = False
+    resume_from: Location | None = None  # a local path, or a URI kept as text (s3://...)
+    hardware_profile: str = DEFAULT_PROFILE
+    results_dir: Path | None = None
+    artifacts_dir: Path | None = None
+    run_id: str | None = None  # default: a fresh one
+    ray_address: str | None = None
+    log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
+    upload_artifacts: UploadMode = "auto"
+    verbose: bool = False
+
+    def checked(self) -> RunOptions:
+        """The options with every value checked (ValueError naming the bad one) and
+        normalized: log targets deduplicated, a local resume path resolved, a URI kept."""
+        validate_seed(self.seed)
+        check_profile(self.hardware_profile)
+        if self.run_id is not None and not valid_run_id(self.run_id):
+            raise ValueError(
+                f"run id may hold letters, digits, '-', '_' and '.', got {self.run_id!r}"
+            )
+        if self.upload_artifacts not in UPLOAD_MODES:
+            raise ValueError(
+                f"upload_artifacts must be one of {', '.join(UPLOAD_MODES)}, "
+                f"got {self.upload_artifacts!r}"
+            )
+        # A URI (a Tune experiment on the bucket, a checkpoint on s3://, gs://) stays text.
+        resume = path_or_uri(self.resume_from) if self.resume_from else None
+        if isinstance(resume, Path):
+            resume = resume.expanduser().resolve()
+            if not resume.exists():
+                raise ValueError(f"resume path does not exist: {self.resume_from}")
+        return replace(self, resume_from=resume, log_to=check_log_targets(self.log_to))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as the manifest records them (`options`)."""
+        return {
+            "seed": self.seed,
+            "smoke": self.smoke,
+            "resume_from": location_text(self.resume_from),
+            "hardware_profile": self.hardware_profile,
+            "results_dir": str(self.results_dir) if self.results_dir else None,
+            "artifacts_dir": str(self.artifacts_dir) if self.artifacts_dir else None,
+            "run_id": self.run_id,
+            "ray_address": self.ray_address,
+            "upload_artifacts": self.upload_artifacts,
+            "log_to": list(self.log_to),
+            "verbose": self.verbose,
+        }
 
 
 @dataclass(frozen=True)
@@ -35,22 +120,16 @@ class RunContext:
     seed: int = DEFAULT_SEED
     smoke: bool = False
     resume_from: Location | None = None  # a local Path, or a URI kept as text (s3://...)
-    hardware: HardwarePlan = field(default_factory=lambda: resolve_profile("cpu-local"))
+    hardware: HardwarePlan = field(default_factory=lambda: resolve_profile(DEFAULT_PROFILE))
     ray_address: str | None = None
     log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
+    # The checked options it was made from (the manifest records them as `options`).
+    options: RunOptions = field(default_factory=RunOptions, repr=False)
 
-
-def validate_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, {MAX_SEED}], got {seed}")
-    return seed
-
-
-def valid_run_id(run_id: str) -> bool:
-    """Letters, digits, '-', '_' and '.', not starting with '.': one folder name, no escape."""
-    return bool(run_id) and all(c.isalnum() or c in "-_." for c in run_id) and run_id[0] != "."
+    @property
+    def paths(self) -> RunPaths:
+        """Every record and artifact file of this run (layout.py)."""
+        return RunPaths(self.results_dir, self.artifacts_dir)
 
 
 def _check_base(name: str, base: Path) -> None:
@@ -82,43 +161,33 @@ def _claim_run_dir(base: Path, run_id: str | None) -> tuple[str, Path]:
 
 def make_context(
     experiment_dir: Path,
+    options: RunOptions | None = None,
     *,
     experiment_module: str = "adhoc",
-    seed: int = DEFAULT_SEED,
-    smoke: bool = False,
-    run_id: str | None = None,
-    results_dir: Path | None = None,
-    artifacts_dir: Path | None = None,
-    hardware_profile: str = "cpu-local",
-    resume_from: Location | None = None,
-    ray_address: str | None = None,
-    log_to: tuple[str, ...] = (),
+    **fields: Any,
 ) -> RunContext:
-    """Allocate a run id and its directories.
+    """Check the options, allocate a run id and its directories.
 
-    `results_dir` / `artifacts_dir` are the parents under which `<run-id>/` is made
-    (default `<experiment_dir>/results` and `<experiment_dir>/artifacts`). Every option is
-    checked first (ValueError), so a rejected run leaves no folder behind.
+    `options` (default `RunOptions()`) with any of its fields replaced by keyword, e.g.
+    `make_context(leaf, seed=3, smoke=True)`. Every option is checked first (ValueError), so
+    a rejected run leaves no folder behind.
     """
-    seed = validate_seed(seed)
-    hardware = resolve_profile(hardware_profile)
-    log_to = check_log_targets(log_to)
-    if run_id is not None and not valid_run_id(run_id):
-        raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {run_id!r}")
-    # A URI (a Tune experiment on the bucket, a checkpoint on s3://, gs://) stays text.
-    resume = path_or_uri(resume_from) if resume_from else None
-    if isinstance(resume, Path):
-        resume = resume.expanduser().resolve()
-        if not resume.exists():
-            raise ValueError(f"resume path does not exist: {resume_from}")
+    options = replace(options or RunOptions(), **fields).checked()
+    hardware = resolve_profile(options.hardware_profile)
     experiment_dir = Path(experiment_dir).resolve()
-    results_base = Path(results_dir).resolve() if results_dir else experiment_dir / "results"
+    results_base = (
+        Path(options.results_dir).resolve()
+        if options.results_dir
+        else experiment_dir / RESULTS_PARENT
+    )
     artifacts_base = (
-        Path(artifacts_dir).resolve() if artifacts_dir else experiment_dir / "artifacts"
+        Path(options.artifacts_dir).resolve()
+        if options.artifacts_dir
+        else experiment_dir / ARTIFACTS_PARENT
     )
     _check_base("results dir", results_base)
     _check_base("artifacts dir", artifacts_base)
-    run_id, run_results = _claim_run_dir(results_base, run_id)
+    run_id, run_results = _claim_run_dir(results_base, options.run_id)
     run_artifacts = artifacts_base / run_id
     try:
         run_artifacts.mkdir(parents=True, exist_ok=True)
@@ -131,10 +200,11 @@ def make_context(
         results_dir=run_results,
         artifacts_dir=run_artifacts,
         run_id=run_id,
-        seed=seed,
-        smoke=smoke,
-        resume_from=resume,
+        seed=options.seed,
+        smoke=options.smoke,
+        resume_from=options.resume_from,
         hardware=hardware,
-        ray_address=ray_address,
-        log_to=log_to,
+        ray_address=options.ray_address,
+        log_to=options.log_to,
+        options=options,
     )

@@ -60,12 +60,18 @@ def _cpu_budget() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = None) -> HardwarePlan:
-    """The plan for a profile name; `auto` picks by the GPUs this host has."""
+def check_profile(name: str) -> str:
+    """The name, if it is a profile; ValueError naming the choices otherwise."""
     if name not in PROFILE_NAMES:
         raise ValueError(
             f"unknown hardware profile {name!r}; choose one of {', '.join(PROFILE_NAMES)}"
         )
+    return name
+
+
+def resolve_profile(name: str, *, gpus: int | None = None, cpus: int | None = None) -> HardwarePlan:
+    """The plan for a profile name; `auto` picks by the GPUs this host has."""
+    check_profile(name)
     cpus = _cpu_budget() if cpus is None else cpus
     if name == "auto":
         gpus = gpu_count() if gpus is None else gpus

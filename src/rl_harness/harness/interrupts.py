@@ -26,6 +26,7 @@ FINAL_STATUSES: Final = (COMPLETED, FAILED, INTERRUPTED)
 # gone (liveness.py), and `rl-harness runs --mark-crashed` records it.
 CRASHED: Final = "crashed"
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+_TUNE_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGUSR1")  # what a fit may leave changed
 # Exit codes of every `rl-harness` command; a stopped run exits 128 + its signal.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -187,16 +188,24 @@ def deferred() -> Iterator[None]:
 
 @contextmanager
 def tune_mode() -> Iterator[None]:
-    """Within `tuner.fit()`: a stop signal makes the harness's Tune callback request a
+    """Around `tuner.fit()`: a stop signal makes the harness's Tune callback request a
     checkpoint of each running trial at its next result, then asks Tune to stop gracefully
-    (immediately when no trial has reported yet)."""
+    (immediately when no trial has reported yet).
+
+    On leaving, every handler the fit changed is put back: SIGTERM (ours during the fit), and
+    the SIGINT and SIGUSR1 handlers Tune installs and leaves behind (without this, after one
+    Tune run every later Ctrl-C in the process is swallowed)."""
     forget_outside_a_run()
-    saved = signal.signal(signal.SIGTERM, handle_stop_signal) if in_main_thread() else None
+    saved: dict[int, Handler] = {}
+    if in_main_thread():
+        signums = [getattr(signal, name) for name in _TUNE_SIGNALS if hasattr(signal, name)]
+        saved = {signum: signal.getsignal(signum) for signum in signums}
+        signal.signal(signal.SIGTERM, handle_stop_signal)
     _state.tune, _state.tune_started, _state.tune_stopping = True, False, False
     _state.tune_handler = None
     try:
         yield
     finally:
         _state.tune, _state.tune_handler = False, None
-        if saved is not None:
-            signal.signal(signal.SIGTERM, saved)
+        for signum, handler in saved.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

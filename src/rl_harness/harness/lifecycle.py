@@ -7,9 +7,7 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rl_harness.harness import console, interrupts
 from rl_harness.harness.atomic import (
@@ -18,7 +16,7 @@ from rl_harness.harness.atomic import (
     write_json_atomic,
     write_text_atomic,
 )
-from rl_harness.harness.context import RunContext, make_context
+from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
 from rl_harness.harness.interrupts import (
     COMPLETED,
     EXIT_FAILED,
@@ -27,45 +25,12 @@ from rl_harness.harness.interrupts import (
     INTERRUPTED,
     RunInterrupted,
 )
-from rl_harness.harness.locations import Location, location_text
-from rl_harness.harness.names import RAY_LOGS_DIR
+from rl_harness.harness.layout import ERROR_NAME, RESULT_NAME
 from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
-from rl_harness.harness.recipe import Recipe, RecipeError
+from rl_harness.harness.recipe import Recipe, RecipeError, load_recipe
 from rl_harness.harness.redaction import redact_env, redact_record
 
-UploadMode = Literal["auto", "always", "never"]
-RESULT_NAME = "result.json"
 log = console.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    seed: int
-    smoke: bool
-    resume_from: Location | None
-    hardware_profile: str
-    results_dir: Path | None
-    artifacts_dir: Path | None
-    run_id: str | None
-    ray_address: str | None
-    upload_artifacts: UploadMode
-    log_to: tuple[str, ...] = ()
-    verbose: bool = False  # Ray's start-up notices on the console (CLI --verbose)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "smoke": self.smoke,
-            "resume_from": location_text(self.resume_from),
-            "hardware_profile": self.hardware_profile,
-            "results_dir": str(self.results_dir) if self.results_dir else None,
-            "artifacts_dir": str(self.artifacts_dir) if self.artifacts_dir else None,
-            "run_id": self.run_id,
-            "ray_address": self.ray_address,
-            "upload_artifacts": self.upload_artifacts,
-            "log_to": list(self.log_to),
-            "verbose": self.verbose,
-        }
 
 
 def storage_config(mode: UploadMode) -> Any | None:
@@ -94,11 +59,11 @@ def _mirror(config: Any, context: RunContext, manifest: Mapping[str, Any]) -> di
 
 def _error_record(error: BaseException, context: RunContext) -> dict[str, Any]:
     text = redact_env("".join(traceback.format_exception(error)))
-    write_text_atomic(context.results_dir / "error.txt", text)
+    write_text_atomic(context.paths.error, text)
     return {
         "type": type(error).__name__,
         "message": redact_env(str(error)),
-        "traceback_file": "error.txt",
+        "traceback_file": ERROR_NAME,
     }
 
 
@@ -115,7 +80,7 @@ def _save_result(context: RunContext, result: Any) -> str | None:
         values = to_json_value(redact_record(dict(result)))
     except JSONValueError as error:
         raise JSONValueError(f"{RESULT_NAME}: {error}") from None
-    write_json_atomic(context.results_dir / RESULT_NAME, values)
+    write_json_atomic(context.paths.result, values)
     return console.result_summary(values)
 
 
@@ -127,7 +92,7 @@ def _end_ray(ray_was_up: bool, context: RunContext) -> None:
         sys.modules["ray"].shutdown()
     driver_lines = console.release_quiet_ray()
     if session_logs is not None:  # a caller's Ray session is theirs, logs included
-        console.keep_ray_logs(context.artifacts_dir / RAY_LOGS_DIR, session_logs, driver_lines)
+        console.keep_ray_logs(context.paths.ray_logs, session_logs, driver_lines)
 
 
 def _ray_initialized() -> bool:
@@ -135,31 +100,38 @@ def _ray_initialized() -> bool:
     return ray is not None and ray.is_initialized()
 
 
+def load_for_run(target: str, options: RunOptions) -> tuple[Recipe, RunOptions]:
+    """The checked options (bad ones refused before the recipe is imported) and the recipe
+    `target` names; RecipeError (or the options' ValueError) for bad input."""
+    options = options.checked()
+    if options.ray_address is None:
+        from rl_harness.harness.rayinit import prefer_driver_environment
+
+        prefer_driver_environment()  # before the recipe imports Ray
+    try:
+        return load_recipe(target), options
+    except RecipeError:
+        raise
+    except Exception as error:  # the recipe module itself failed to import
+        raise RecipeError(f"importing {target} failed: {type(error).__name__}: {error}") from None
+
+
 def execute_recipe(
-    recipe: Recipe, options: RunOptions, argv: list[str], *, process_exits: bool = False
+    target: str, options: RunOptions, argv: list[str], *, process_exits: bool = False
 ) -> int:
-    """Run `recipe` once with full provenance; returns the process exit code.
+    """Run the recipe `target` names once with full provenance; returns the process exit
+    code. Bad input (target, options, B2 required but absent) raises before any folder is
+    made: RecipeError, ValueError, FileExistsError (a run id taken).
 
     `process_exits`: the caller exits right after (the CLI command), so stop signals stay
     ignored instead of getting their old handlers back: a late SIGTERM cannot turn the exit
     code of a recorded run into a plain kill.
     """
+    recipe, options = load_for_run(target, options)
     b2 = storage_config(options.upload_artifacts)
-    context = make_context(
-        recipe.experiment_dir,
-        experiment_module=recipe.module_name,
-        seed=options.seed,
-        smoke=options.smoke,
-        run_id=options.run_id,
-        results_dir=options.results_dir,
-        artifacts_dir=options.artifacts_dir,
-        hardware_profile=options.hardware_profile,
-        resume_from=options.resume_from,
-        ray_address=options.ray_address,
-        log_to=options.log_to,
-    )
+    context = make_context(recipe.experiment_dir, options, experiment_module=recipe.module_name)
     manifest = start_manifest(
-        context, source_file=recipe.source_file, argv=argv, options=options.to_dict()
+        context, source_file=recipe.source_file, argv=argv, options=context.options.to_dict()
     )
     write_manifest(context.results_dir, manifest)
     log.info(

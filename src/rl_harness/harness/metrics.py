@@ -10,7 +10,6 @@ from numbers import Number
 from pathlib import Path
 from typing import Any
 
-METRICS_NAME = "metrics.jsonl"
 _TOP_LEVEL = (
     "training_iteration",
     "num_env_steps_sampled_lifetime",

@@ -77,7 +77,7 @@ class TensorBoardMirror:
     def __init__(self, context: RunContext, name: str) -> None:
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
-        self.logdir = context.artifacts_dir / "tensorboard" / name.replace("/", "_")
+        self.logdir = context.paths.tensorboard(name)
         self.writer = SummaryWriter(log_dir=str(self.logdir))
 
     def log_params(self, params: Params) -> None:

@@ -15,10 +15,10 @@ from rl_harness.harness.context import RunContext
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
+from rl_harness.harness.layout import EXPERIMENT_PATCH_NAME, LIBRARY_PATCH_NAME, MANIFEST_NAME
 from rl_harness.harness.liveness import process_identity
 from rl_harness.harness.redaction import redact_record
 
-MANIFEST_NAME = "run_manifest.json"
 KEY_PACKAGES = ("ray", "torch", "gymnasium", "numpy")
 LIBRARY_DIST = "rl-harness"
 
@@ -141,11 +141,11 @@ def start_manifest(
         if repo_root and context.experiment_dir.is_relative_to(repo_root)
         else context.experiment_dir.name
     )
-    experiment_patch = _save_patch(experiment_git, context.results_dir, "experiment_repo.patch")
+    experiment_patch = _save_patch(experiment_git, context.results_dir, EXPERIMENT_PATCH_NAME)
     library_patch = (
         experiment_patch
         if same_repo
-        else _save_patch(library_git, context.results_dir, "library_repo.patch")
+        else _save_patch(library_git, context.results_dir, LIBRARY_PATCH_NAME)
     )
     manifest = {
         "schema_version": 1,

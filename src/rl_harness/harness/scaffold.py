@@ -1,4 +1,4 @@
-"""`rl-harness new PATH`: scaffold a personal experiment repo, offline.
+"""Scaffold a personal experiment repo, offline (the `rl-harness new PATH` command).
 
 The new repo is a git repo with one commit: a uv project (package `experiments`) that depends
 on rl-harness through a path source to the library checkout this command ran from (a plain
@@ -9,14 +9,12 @@ user.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rl_harness.harness.cliargs import EXIT_OK, OneLineParser, UsageError, fail
 from rl_harness.harness.gitinfo import find_git_root
 from rl_harness.harness.provenance import library_root
 
@@ -25,7 +23,7 @@ LEAF_PATH = "experiments/example_study/smoke/experiment.py"
 FALLBACK_IDENTITY = ("rl-harness new", "rl-harness-new@localhost")
 
 
-class ScaffoldError(UsageError):
+class ScaffoldError(ValueError):
     """Bad input or a failed step: printed as one line, exit code 2."""
 
 
@@ -247,26 +245,3 @@ def scaffold(path: Path, *, name: str | None = None) -> Scaffold:
         target.write_text(text, encoding="utf-8")
     initial_commit(root)
     return plan
-
-
-def parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="rl-harness new",
-        description="Scaffold a personal experiment repo at PATH (git repo, uv project, "
-        "package `experiments`, example leaf), without network.",
-    )
-    parser.add_argument("path", metavar="PATH", help="a new or empty folder")
-    parser.add_argument("--name", help="project name (default: the folder name)")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    try:
-        args = parser().parse_args(argv)
-        plan = scaffold(Path(args.path), name=args.name)
-    except UsageError as error:
-        return fail(str(error))
-    source = plan.library_source or "your package index (plain dependency)"
-    print(f"created {plan.root} ({plan.name}); rl-harness from {source}")
-    print(f"next: cd {plan.root} && uv sync && uv run rl-harness {LEAF_MODULE} --smoke")
-    return EXIT_OK

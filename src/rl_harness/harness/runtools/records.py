@@ -1,4 +1,12 @@
-"""Reading a run's records (results/<run-id>/) and finding runs under a folder."""
+"""Reading a run's records (results/<run-id>/) and finding runs under a folder.
+
+`RunRecord` is the one reader of a run folder, composed from its `RunPaths` (layout.py): the
+run tools use it, and `rl_harness.analysis.RunArtifacts` extends it with checkpoints and
+Tune trials. The artifacts folder is found once: the manifest's `artifacts.local`, else (a
+record from before checkpoint paths were relative) the folder of the summary's final
+checkpoint, else `<leaf>/artifacts/<run-id>` beside `<leaf>/results/<run-id>`; the first
+that exists wins, so a run copied to another machine still resolves.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +15,20 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+from rl_harness.harness.layout import MANIFEST_NAME, RunPaths, conventional_artifacts_dir
 from rl_harness.harness.liveness import StatusCheck, check_status
-from rl_harness.harness.metrics import METRICS_NAME, read_metrics
-from rl_harness.harness.names import CONFIG_NAME
-from rl_harness.harness.provenance import MANIFEST_NAME
-from rl_harness.harness.runners import SUMMARY_NAME
-from rl_harness.harness.runtools.args import RunToolError
+from rl_harness.harness.metrics import read_metrics
 
-RESULT_NAME = "result.json"
 HEADLINE_METRIC = "env_runners/episode_return_mean"
 # Folders never searched for runs: environments, VCS data, large ignored outputs.
 _SKIPPED_DIRS = {"artifacts", "node_modules", "__pycache__", "site-packages"}
+
+
+class RunToolError(ValueError):
+    """Bad input to a run tool (no such run, not a run folder, unreadable record): the CLI
+    prints it as one line, exit code 2."""
 
 
 def _read_json(path: Path) -> Any:
@@ -29,60 +38,128 @@ def _read_json(path: Path) -> Any:
         raise RunToolError(f"{path} is not valid JSON: {error}") from None
 
 
+def _read_optional(path: Path) -> Any | None:
+    return _read_json(path) if path.is_file() else None
+
+
+def _locate_artifacts(results_dir: Path, manifest: dict[str, Any] | None) -> Path:
+    """The run's artifacts folder (see the module docstring); the layout's place if none
+    exists."""
+    candidates: list[Path] = []
+    local = ((manifest or {}).get("artifacts") or {}).get("local")
+    if local:
+        candidates.append(Path(local))
+    conventional = conventional_artifacts_dir(results_dir)
+    if not any(path.is_dir() for path in [*candidates, conventional]):
+        summary = _read_optional(RunPaths(results_dir, conventional).summary)
+        final = (summary or {}).get("final_checkpoint") if isinstance(summary, dict) else None
+        if final and Path(final).is_absolute():  # <artifacts>/checkpoints/iter_N
+            candidates.append(Path(final).parent.parent)
+    candidates.append(conventional)
+    found = next((path for path in candidates if path.is_dir()), conventional)
+    return found.resolve()
+
+
 @dataclass(frozen=True)
 class RunRecord:
-    """One results/<run-id>/ folder: its manifest plus, lazily, metrics, summary and result."""
+    """One results/<run-id>/ folder: its manifest plus, lazily, metrics, summary, config and
+    result, each read once (`metrics()` reads metrics.jsonl again, for a live run)."""
 
-    path: Path
-    manifest: dict[str, Any]
+    paths: RunPaths
+    manifest: dict[str, Any] | None  # None only for a folder with a summary alone
+
+    @classmethod
+    def read(cls, results_dir: Path) -> Self:
+        """The run in `results_dir`, whatever records it holds (none is an empty reader)."""
+        results_dir = Path(results_dir).expanduser().resolve()
+        manifest_file = results_dir / MANIFEST_NAME
+        manifest = _read_optional(manifest_file)
+        if manifest is not None and not isinstance(manifest, dict):
+            raise RunToolError(f"{manifest_file} does not hold a manifest object")
+        return cls(RunPaths(results_dir, _locate_artifacts(results_dir, manifest)), manifest)
+
+    @property
+    def results_dir(self) -> Path:
+        return self.paths.results_dir
+
+    @property
+    def path(self) -> Path:
+        """The results/<run-id>/ folder (the run tools' name for it)."""
+        return self.paths.results_dir
+
+    @property
+    def artifacts_dir(self) -> Path | None:
+        """artifacts/<run-id>/ where it is now; None when it is not on this machine."""
+        return self.paths.artifacts_dir if self.paths.artifacts_dir.is_dir() else None
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
+        for record in (self.manifest, self.summary):
+            if record and record.get("run_id"):
+                return str(record["run_id"])
+        return self.results_dir.name
+
+    @property
+    def seed(self) -> int | None:
+        for record in (self.manifest, self.summary):
+            if record and record.get("seed") is not None:
+                return int(record["seed"])
+        return None
 
     @cached_property
-    def status_check(self) -> StatusCheck:
-        """The status readers report (`crashed` for a running record whose process is gone)."""
-        return check_status(self.manifest)
+    def status_check(self) -> StatusCheck | None:
+        """The status readers report (`crashed` for a running record whose process is gone);
+        None without a manifest."""
+        return check_status(self.manifest) if self.manifest is not None else None
 
     @property
-    def status(self) -> str:
-        """The record's status, or `crashed` (liveness.py); the manifest is never rewritten."""
-        return self.status_check.status
+    def status(self) -> str | None:
+        """The manifest's status (running / completed / failed / interrupted), or `crashed`
+        for a `running` record whose process is gone (liveness.py; the record is left as it
+        is). A running record from another host stays `running` (`status_note` says why)."""
+        check = self.status_check
+        return check.status if check else None
 
     @property
-    def recorded_status(self) -> str:
-        return str(self.manifest.get("status", "unknown"))
+    def recorded_status(self) -> str | None:
+        """The status written in the manifest."""
+        return self.manifest.get("status") if self.manifest else None
+
+    @property
+    def status_note(self) -> str | None:
+        """Why the status is `crashed`, or why a `running` one could not be checked."""
+        check = self.status_check
+        return check.note if check else None
 
     def section(self, name: str) -> dict[str, Any]:
-        value = self.manifest.get(name)
+        value = (self.manifest or {}).get(name)
         return value if isinstance(value, dict) else {}
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """Rows of metrics.jsonl, read now (empty if the run logged none)."""
+        return read_metrics(self.paths.metrics) if self.paths.metrics.is_file() else []
 
     @cached_property
     def metrics_rows(self) -> list[dict[str, Any]]:
-        path = self.path / METRICS_NAME
-        return read_metrics(path) if path.is_file() else []
+        return self.metrics()
 
     @property
     def has_metrics(self) -> bool:
-        return (self.path / METRICS_NAME).is_file()
+        return self.paths.metrics.is_file()
 
     @cached_property
     def summary(self) -> dict[str, Any] | None:
-        path = self.path / SUMMARY_NAME
-        return _read_json(path) if path.is_file() else None
+        return _read_optional(self.paths.summary)
 
     @cached_property
     def config(self) -> dict[str, Any] | None:
         """config.json: the resolved AlgorithmConfig the run trained with (None if absent)."""
-        path = self.path / CONFIG_NAME
-        value = _read_json(path) if path.is_file() else None
+        value = _read_optional(self.paths.config)
         return value if isinstance(value, dict) else None
 
     @cached_property
     def result(self) -> Any | None:
-        path = self.path / RESULT_NAME
-        return _read_json(path) if path.is_file() else None
+        return _read_optional(self.paths.result)
 
     @property
     def final_metrics(self) -> dict[str, Any]:
@@ -103,9 +180,16 @@ class RunRecord:
 
     def patch_text(self, repo_section: str) -> str | None:
         name = self.section(repo_section).get("patch_file")
-        if not name or not (self.path / name).is_file():
+        if not name or not (self.results_dir / name).is_file():
             return None
-        return (self.path / name).read_text(encoding="utf-8", errors="replace")
+        return (self.results_dir / name).read_text(encoding="utf-8", errors="replace")
+
+    def read_json(self, name: str) -> Any:
+        """Another JSON record of the run, e.g. a recipe's probe_metrics.json."""
+        path = self.results_dir / name
+        if not path.is_file():
+            raise FileNotFoundError(f"run {self.run_id} has no {name} in {self.results_dir}")
+        return _read_json(path)
 
 
 def load_run(path: Path) -> RunRecord:
@@ -113,13 +197,9 @@ def load_run(path: Path) -> RunRecord:
     path = Path(path).expanduser()
     if path.name == MANIFEST_NAME and path.is_file():
         path = path.parent
-    manifest_file = path / MANIFEST_NAME
-    if not manifest_file.is_file():
+    if not (path / MANIFEST_NAME).is_file():
         raise RunToolError(f"{path} is not a run folder (no {MANIFEST_NAME})")
-    manifest = _read_json(manifest_file)
-    if not isinstance(manifest, dict):
-        raise RunToolError(f"{manifest_file} does not hold a manifest object")
-    return RunRecord(path.resolve(), manifest)
+    return RunRecord.read(path)
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -142,7 +222,9 @@ def find_runs(root: Path) -> list[RunRecord]:
             records.append(load_run(folder))
         except RunToolError:
             continue
-    return sorted(records, key=lambda r: (str(r.manifest.get("started_at") or ""), r.run_id))
+    return sorted(
+        records, key=lambda r: (str((r.manifest or {}).get("started_at") or ""), r.run_id)
+    )
 
 
 def resolve_run(text: str, search_root: Path | None = None) -> RunRecord:

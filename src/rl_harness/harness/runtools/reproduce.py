@@ -31,8 +31,7 @@ from rl_harness.harness.provenance import (
     package_versions,
     sha256_file,
 )
-from rl_harness.harness.runtools.args import RunToolError
-from rl_harness.harness.runtools.records import RunRecord
+from rl_harness.harness.runtools.records import RunRecord, RunToolError
 from rl_harness.harness.runtools.show import short
 
 
@@ -176,7 +175,7 @@ def plan_reproduction(
         raise RunToolError(f"{record.path} records no integer seed")
     run_id = new_run_id()
     parent = Path(results_parent).resolve() if results_parent else record.path.parent
-    command = [sys.executable, "-m", "rl_harness.harness.cli", str(source)]
+    command = [sys.executable, "-m", "rl_harness.cli", str(source)]
     command += ["--seed", str(seed), "--hardware-profile", str(profile)]
     command += ["--run-id", run_id, "--results-dir", str(parent)]
     if options.get("smoke"):

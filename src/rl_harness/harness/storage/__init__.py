@@ -1,6 +1,5 @@
 """Optional Backblaze B2 mirror of a run's artifacts/ (S3 API, boto3), hashes in results/."""
 
-from rl_harness.harness.storage.cli import download_main, upload_main
 from rl_harness.harness.storage.client import make_s3_client
 from rl_harness.harness.storage.config import (
     B2Config,
@@ -18,10 +17,8 @@ __all__ = [
     "DownloadReport",
     "StorageConfigError",
     "download_files",
-    "download_main",
     "load_b2_config",
     "make_s3_client",
     "mirror_run_artifacts",
     "resolve_upload_config",
-    "upload_main",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-INDEX_FILE = "remote_artifacts.json"  # in results/<run-id>/
+from rl_harness.harness.layout import REMOTE_INDEX_NAME
+
+INDEX_FILE = REMOTE_INDEX_NAME  # in results/<run-id>/ (its name is harness/layout.py's)
 
 
 def clean_relative(path: str, what: str) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.storage.config import B2Config, StorageConfigError, load_b2_config
 from rl_harness.harness.storage.layout import object_key, parse_s3_uri
 
@@ -31,7 +32,7 @@ def s3_filesystem(config: B2Config):
 
 def _remote_run_path(results_dir: Path, experiment_dir: Path, run_id: str) -> str:
     """`{experiment dir relative to its repo}/{run-id}`, as the artifact mirror lays it out."""
-    manifest = Path(results_dir) / "run_manifest.json"
+    manifest = Path(results_dir) / MANIFEST_NAME
     relative = None
     if manifest.is_file():
         relative = json.loads(manifest.read_text()).get("experiment", {}).get("relative_dir")

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 import rl_harness
-from rl_harness.harness.console import text_table
-
-from .bootstrap import render_bootstrap
-from .client import VastAPIError, VastClient, resolve_base_url
-from .credentials import MissingAPIKey, Redactor, forwarded_env, load_api_key
-from .launch import (
+from rl_harness.cli.args import EXIT_FAILED, EXIT_USAGE, OneLineParser, UsageError
+from rl_harness.devops.vast.bootstrap import render_bootstrap
+from rl_harness.devops.vast.client import VastAPIError, VastClient, resolve_base_url
+from rl_harness.devops.vast.credentials import MissingAPIKey, Redactor, forwarded_env, load_api_key
+from rl_harness.devops.vast.launch import (
     DEFAULT_IMAGE,
     LaunchError,
     LaunchPlan,
@@ -31,8 +30,17 @@ from .launch import (
     plan_launch,
     resolve_repo,
 )
-from .offers import OfferFilters, add_to_quarantine, build_query, rank_offers, read_quarantine
-from .state import ACTIVE, DESTROYED, GONE, StateFile, default_state_dir
+from rl_harness.devops.vast.offers import (
+    OfferFilters,
+    add_to_quarantine,
+    build_query,
+    rank_offers,
+    read_quarantine,
+)
+from rl_harness.devops.vast.state import ACTIVE, DESTROYED, GONE, StateFile, default_state_dir
+from rl_harness.harness.console import text_table
+
+PROG = "rl-harness vast"
 
 OVERDUE_GRACE_S = 15 * 60  # past its deadline by this much, a box failed to destroy itself
 
@@ -90,8 +98,8 @@ def _offer_options() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     common, offer_opts = _common(), _offer_options()
-    parser = argparse.ArgumentParser(
-        prog="rl-harness vast", description="Cheap parallel GPU runs on vast.ai, with guards."
+    parser = OneLineParser(
+        prog=PROG, description="Cheap parallel GPU runs on vast.ai, with guards."
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -478,8 +486,8 @@ def cmd_quarantine(args: argparse.Namespace, out: _Out) -> int:
     path = _quarantine_path(args)
     if args.action == "add":
         if args.machine_id is None:
-            out.err("quarantine add needs a machine id")
-            return 2
+            out.err(f"{PROG} quarantine: error: quarantine add needs a machine id")
+            return EXIT_USAGE
         add_to_quarantine(path, args.machine_id, args.reason)
         out(f"machine {args.machine_id} quarantined ({path})")
         return 0
@@ -499,20 +507,25 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `rl-harness vast` and `python -m rl_harness.devops.vast`."""
+def main(argv: list[str]) -> int:
+    """`rl-harness vast ...`: bad input is one redacted `rl-harness vast: error:` line (exit
+    code 2); a failed command one `rl-harness vast COMMAND: error:` line (exit code 1)."""
     redactor = Redactor()
     try:
         redactor.add(load_api_key())
     except MissingAPIKey:
         pass
     out = _Out(redactor)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as error:
+        out.err(f"{PROG}: error: {error}")
+        return EXIT_USAGE
     try:
         return COMMANDS[args.command](args, out)
     except (VastAPIError, LaunchError, MissingAPIKey, ValueError, OSError) as err:
-        out.err(f"rl-harness vast {args.command}: {err}")
-        return 1
+        out.err(f"{PROG} {args.command}: error: {err}")
+        return EXIT_FAILED
     except KeyboardInterrupt:
         out.err("interrupted")
         return 130

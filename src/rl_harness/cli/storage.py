@@ -1,33 +1,19 @@
-"""`rl-harness upload RUN_DIR` and `rl-harness download RUN_DIR|URI [--dest DIR]`."""
+"""`rl-harness upload RUN_DIR` and `rl-harness download RUN_DIR|URI [--dest DIR]`
+(harness/storage/: the B2 mirror of artifacts/). boto3 loads only when a command runs."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from rl_harness.cli.args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OneLineParser, fail, parse
 from rl_harness.harness.atomic import read_json, write_json_atomic
-from rl_harness.harness.cliargs import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    OneLineParser,
-    UsageError,
-    fail,
-)
+from rl_harness.harness.layout import MANIFEST_NAME, conventional_artifacts_dir
 from rl_harness.harness.redaction import redact_env
-from rl_harness.harness.storage.config import ENV_FILE_VAR, StorageConfigError, load_b2_config
-from rl_harness.harness.storage.download import (
-    download_files,
-    wanted_from_index,
-    wanted_from_uri,
-)
-from rl_harness.harness.storage.upload import mirror_run_artifacts
 
-MANIFEST_FILE = "run_manifest.json"
 _NOT_CONFIGURED = (
     "B2 is not configured: set B2_BUCKET, B2_ENDPOINT, B2_APPLICATION_KEY_ID and "
-    f"B2_APPLICATION_KEY (or name an env file in {ENV_FILE_VAR}); see docs/artifact_storage.md"
+    "B2_APPLICATION_KEY (or name an env file in {env_file}); see docs/artifact_storage.md"
 )
 
 
@@ -35,32 +21,27 @@ def _fail(prog: str, message: str, code: int = EXIT_USAGE, secrets: tuple[str, .
     return fail(message, prog=prog, code=code, secrets=secrets)
 
 
-def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
-    try:
-        return parser.parse_args(argv)
-    except UsageError as error:
-        return _fail(parser.prog, str(error))
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
-
-
 def _config(prog: str):
+    """The B2 config, or the exit code after one error line."""
+    from rl_harness.harness.storage.config import (
+        ENV_FILE_VAR,
+        StorageConfigError,
+        load_b2_config,
+    )
+
     try:
         config = load_b2_config()
     except StorageConfigError as error:
         return _fail(prog, str(error))
     if config is None:
-        return _fail(prog, _NOT_CONFIGURED)
+        return _fail(prog, _NOT_CONFIGURED.format(env_file=ENV_FILE_VAR))
     return config
-
-
-def _conventional_artifacts_dir(run_dir: Path, run_id: str) -> Path:
-    """<leaf>/artifacts/<run-id> next to <leaf>/results/<run-id>."""
-    return run_dir.parent.parent / "artifacts" / run_id
 
 
 def upload_main(argv: list[str]) -> int:
     """Mirror (or finish mirroring) a finished run's artifacts; updates its manifest."""
+    from rl_harness.harness.storage.upload import mirror_run_artifacts
+
     parser = OneLineParser(
         prog="rl-harness upload",
         description="Upload a run's artifacts to B2, skipping files already there "
@@ -68,13 +49,13 @@ def upload_main(argv: list[str]) -> int:
         "artifacts.remote.",
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="results/<run-id>/")
-    args = _parse(parser, argv)
+    args = parse(parser, argv)
     if isinstance(args, int):
         return args
     prog, run_dir = parser.prog, args.run_dir.expanduser().resolve()
-    manifest_path = run_dir / MANIFEST_FILE
+    manifest_path = run_dir / MANIFEST_NAME
     if not manifest_path.is_file():
-        return _fail(prog, f"{run_dir} holds no {MANIFEST_FILE}; pass results/<run-id>/")
+        return _fail(prog, f"{run_dir} holds no {MANIFEST_NAME}; pass results/<run-id>/")
     manifest = read_json(manifest_path)
     try:
         run_id = manifest["run_id"]
@@ -93,7 +74,7 @@ def upload_main(argv: list[str]) -> int:
         )
     artifacts_dir = Path(local) if local else None
     if artifacts_dir is None or not artifacts_dir.is_dir():  # e.g. copied from another host
-        artifacts_dir = _conventional_artifacts_dir(run_dir, run_id)
+        artifacts_dir = conventional_artifacts_dir(run_dir.parent / run_id)
     summary = mirror_run_artifacts(
         config,
         artifacts_dir=artifacts_dir,
@@ -119,13 +100,19 @@ def download_main(argv: list[str]) -> int:
     )
     parser.add_argument("target", metavar="RUN_DIR|URI")
     parser.add_argument("--dest", type=Path, metavar="DIR", help="where files land")
-    args = _parse(parser, argv)
+    args = parse(parser, argv)
     if isinstance(args, int):
         return args
     prog = parser.prog
     config = _config(prog)
     if isinstance(config, int):
         return config
+    from rl_harness.harness.storage.download import (
+        download_files,
+        wanted_from_index,
+        wanted_from_uri,
+    )
+
     problems: list[str] = []
     client = None
     try:
@@ -140,7 +127,7 @@ def download_main(argv: list[str]) -> int:
         else:
             run_dir = Path(args.target).expanduser().resolve()
             wanted, problems = wanted_from_index(run_dir)
-            dest = args.dest or _conventional_artifacts_dir(run_dir, run_dir.name)
+            dest = args.dest or conventional_artifacts_dir(run_dir)
     except (OSError, ValueError, KeyError) as error:
         return _fail(prog, f"{type(error).__name__}: {error}", secrets=config.secrets())
     except Exception as error:  # listing the bucket failed

@@ -1,0 +1,167 @@
+"""`rl-harness runs | show | diff | reproduce`: read, compare and re-run recorded runs
+(harness/runtools/).
+
+Each `*_main(argv)` returns the exit code: 0 success, 1 a difference was found (diff) or the
+reproduction did not match, 2 bad input (one `rl-harness: error:` line on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rl_harness.cli.args import EXIT_OK, OneLineParser, UsageError, fail, positive_float
+from rl_harness.harness.layout import MANIFEST_NAME
+from rl_harness.harness.liveness import mark_crashed
+from rl_harness.harness.runtools.compare import compare_metrics
+from rl_harness.harness.runtools.diff import diff_runs, diff_text
+from rl_harness.harness.runtools.records import RunToolError, find_runs, load_run, resolve_run
+from rl_harness.harness.runtools.reproduce import check_code, plan_reproduction, run_reproduction
+from rl_harness.harness.runtools.show import runs_table, show_json, show_text
+
+EXIT_DIFFERENT = 1  # diff found a difference; reproduce did not match (or the run failed)
+
+__all__ = ["diff_main", "reproduce_main", "runs_main", "show_main"]
+RUN_HELP = (
+    "a results/<run-id> folder, or a run id (or unique prefix) found under the current folder"
+)
+
+
+def runs_main(argv: list[str]) -> int:
+    parser = OneLineParser(
+        prog="rl-harness runs",
+        description="Table of the runs (results/<run-id>/run_manifest.json) under PATH, oldest "
+        "first. exp/lib: short commits of the experiment repo and the library, '*' when the run "
+        "had uncommitted code changes; return: the last env_runners/episode_return_mean. "
+        "status: crashed for a run recorded as running whose process is gone (killed), "
+        "running? when it runs on another host and cannot be checked from here.",
+    )
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH", help="default: .")
+    parser.add_argument(
+        "--mark-crashed",
+        action="store_true",
+        help="record `crashed` in the manifests of the crashed runs (readers only report it)",
+    )
+    try:
+        args = parser.parse_args(argv)
+        root = Path(args.path).expanduser()
+        if not root.is_dir():
+            raise RunToolError(f"no such folder: {args.path}")
+        records = find_runs(root)
+    except (UsageError, RunToolError) as error:
+        return fail(str(error))
+    if not records:
+        print(f"no runs under {root}")
+        return EXIT_OK
+    if args.mark_crashed:
+        marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
+        print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
+        records = find_runs(root)
+    print(runs_table(records))
+    return EXIT_OK
+
+
+def show_main(argv: list[str]) -> int:
+    parser = OneLineParser(prog="rl-harness show", description="One run's provenance and metrics.")
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    try:
+        args = parser.parse_args(argv)
+        record = resolve_run(args.run)
+        text = (
+            json.dumps(show_json(record), indent=2, sort_keys=True, default=str)
+            if args.json
+            else show_text(record)
+        )
+    except (UsageError, RunToolError) as error:
+        return fail(str(error))
+    print(text)
+    return EXIT_OK
+
+
+def diff_main(argv: list[str]) -> int:
+    parser = OneLineParser(
+        prog="rl-harness diff",
+        description="What differs between two runs: first the trained config (config.json: "
+        "lr, batch sizes, module and model config, env config, ...), then provenance (commits, "
+        "patches, lockfile, versions, seed, hardware, options) and final metrics. Equal fields "
+        "are only counted. "
+        "Exit code 0 when nothing differs, 1 otherwise.",
+    )
+    parser.add_argument("run_a", metavar="RUN_A", help=RUN_HELP)
+    parser.add_argument("run_b", metavar="RUN_B", help=RUN_HELP)
+    try:
+        args = parser.parse_args(argv)
+        run_a, run_b = resolve_run(args.run_a), resolve_run(args.run_b)
+        result = diff_runs(run_a, run_b)
+    except (UsageError, RunToolError) as error:
+        return fail(str(error))
+    print(diff_text(run_a, run_b, result))
+    return EXIT_OK if result.identical else EXIT_DIFFERENT
+
+
+def reproduce_main(argv: list[str]) -> int:
+    parser = OneLineParser(
+        prog="rl-harness reproduce",
+        description="Re-run RUN's experiment with its seed, smoke flag and hardware profile "
+        "(fresh run id, results beside RUN), then compare metrics.jsonl without timing keys. "
+        "Refuses when the experiment source or the uncommitted changes differ from the record "
+        "(unless --force); warns when commits, lockfile or versions differ. Exit code 0 when "
+        "identical or within tolerance, 1 when different or the run failed, 2 when refused.",
+    )
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
+    parser.add_argument("--force", action="store_true", help="run even though the code differs")
+    parser.add_argument(
+        "--rtol", type=positive_float, default=1e-6, help="relative tolerance (default 1e-6)"
+    )
+    parser.add_argument(
+        "--atol", type=positive_float, default=0.0, help="absolute tolerance (default 0)"
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, metavar="DIR", help="parent of the new results/<run-id>/"
+    )
+    parser.add_argument(
+        "--artifacts-dir", type=Path, metavar="DIR", help="parent of the new artifacts/<run-id>/"
+    )
+    try:
+        args = parser.parse_args(argv)
+        record = resolve_run(args.run)
+        if not record.has_metrics:
+            raise RunToolError(f"run {record.run_id} has no metrics.jsonl to compare against")
+        check = check_code(record)
+        plan = plan_reproduction(
+            record,
+            check.source_file,
+            results_parent=args.results_dir,
+            artifacts_parent=args.artifacts_dir,
+        )
+    except (UsageError, RunToolError) as error:
+        return fail(str(error))
+    if record.status != "completed":
+        print(f"warning: the recorded run ended as {record.status!r}", file=sys.stderr)
+    for line in check.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in check.blockers:
+        print(f"{'warning' if args.force else 'refused'}: {line}", file=sys.stderr)
+    if check.blockers and not args.force:
+        return fail("the code differs from the record; commit or revert it, or pass --force")
+
+    print(f"reproducing {record.run_id} as {plan.results_dir.name}", flush=True)
+    code = run_reproduction(plan)
+    new = load_run(plan.results_dir) if (plan.results_dir / MANIFEST_NAME).is_file() else None
+    if code != EXIT_OK or new is None:
+        print(f"reproduction run failed (exit code {code}): {plan.results_dir}")
+        return EXIT_DIFFERENT
+    comparison = compare_metrics(
+        record.metrics_rows, new.metrics_rows, rtol=args.rtol, atol=args.atol
+    )
+    print(
+        f"metrics: {comparison.verdict} ({comparison.rows_a} recorded rows, "
+        f"{comparison.rows_b} new; max abs diff {comparison.max_abs_diff:.3g}, "
+        f"max rel diff {comparison.max_rel_diff:.3g}; rtol {args.rtol:g}, atol {args.atol:g})"
+    )
+    for line in comparison.differences:
+        print(f"  {line}")
+    print(f"new run: {plan.results_dir}")
+    return EXIT_OK if comparison.verdict != "different" else EXIT_DIFFERENT
