@@ -200,3 +200,34 @@ def test_records_follow_the_umask(tmp_path: Path, capsys):
     modes = {p.name: p.stat().st_mode & 0o777 for p in run_dir.iterdir() if p.is_file()}
     assert modes["run_manifest.json"] == modes["result.json"] == 0o644
     assert set(modes.values()) == {0o644}
+
+
+THREADS_RECIPE = """
+import torch
+
+
+def run(context):
+    torch.set_num_threads(1)
+    return {"threads": torch.get_num_threads()}
+"""
+
+
+def test_manifest_records_the_thread_settings(tmp_path: Path, monkeypatch, capsys):
+    # Float results can depend on the thread count: the record says what it was, at the end
+    # as the recipe left it.
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    import torch
+
+    before = torch.get_num_threads()
+    leaf = _leaf(tmp_path, THREADS_RECIPE)
+    try:
+        assert main([str(leaf), "--smoke"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    threads = _manifest(_only_run(leaf))["hardware"]["threads"]
+    assert threads == {
+        "OMP_NUM_THREADS": "2",
+        "MKL_NUM_THREADS": None,
+        "torch_intra_op_threads": 1,
+    }

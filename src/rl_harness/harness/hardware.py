@@ -7,6 +7,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +136,20 @@ def _memory_bytes() -> int | None:
         return None
 
 
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_settings() -> dict[str, Any]:
+    """What decides the run's CPU thread count: the OpenMP/MKL variables and torch's intra-op
+    threads (None while torch is not imported). Float results can depend on it (the order of
+    a reduction), so the manifest records it at the start and again at the end."""
+    torch = sys.modules.get("torch")
+    return {
+        **{name: os.environ.get(name) for name in THREAD_ENV},
+        "torch_intra_op_threads": torch.get_num_threads() if torch is not None else None,
+    }
+
+
 def host_facts() -> dict[str, Any]:
     """What a manifest records about the machine."""
     return {
@@ -146,4 +161,5 @@ def host_facts() -> dict[str, Any]:
         "cpu_available": _cpu_budget(),
         "memory_bytes": _memory_bytes(),
         "gpus": gpu_info(),
+        "threads": thread_settings(),
     }
