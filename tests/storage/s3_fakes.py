@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import re
 import signal
 import threading
@@ -27,7 +26,9 @@ class Fault:
     code: str = "ServiceUnavailable"
     echo_credential: bool = False  # put the access key id in the message, like some servers do
     delay_s: float = 0.0  # with status 0: forward after this delay instead of failing
-    interrupt_main: bool = False  # Ctrl-C the test's main thread when the request arrives
+    # Ctrl-C when the request arrives, received by the test's main thread ("main") or by the
+    # proxy thread serving it ("proxy"): the kernel may hand a process's SIGINT to any thread.
+    interrupt: str | None = None
     hits: int = 0
 
 
@@ -76,8 +77,9 @@ def proxy_handler(proxy: FaultProxy):
             with proxy.lock:
                 proxy.seen.append(Seen(self.command, self.path, dict(self.headers.items())))
             fault = proxy.take_fault(self.command, self.path)
-            if fault is not None and fault.interrupt_main:
-                os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, which wakes blocked waits
+            if fault is not None and fault.interrupt is not None:
+                receiver = {"main": threading.main_thread().ident, "proxy": threading.get_ident()}
+                signal.pthread_kill(receiver[fault.interrupt], signal.SIGINT)
             if fault is not None and fault.status == 0:
                 time.sleep(fault.delay_s)
                 self._forward(body)

@@ -11,6 +11,8 @@ import threading
 import time
 from dataclasses import replace
 
+import pytest
+
 from rl_harness.harness.storage import download_files, mirror_run_artifacts
 from rl_harness.harness.storage.download import wanted_from_index
 from tests.storage.s3_fakes import APP_KEY, KEY_ID, Fault
@@ -258,15 +260,17 @@ def in_progress(raw_s3, bucket) -> list[str]:
     return [item["Key"] for item in raw_s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 
+@pytest.mark.parametrize("receiver", ["main", "proxy"])
 def test_ctrl_c_cancels_transfers_and_aborts_their_multipart_uploads(
-    config, proxy, raw_s3, ctrl_c_raises, tmp_path
+    config, proxy, raw_s3, ctrl_c_raises, tmp_path, receiver
 ):
     files = make_tree(tmp_path / "artifacts")
     big = os.urandom(11 * 1024 * 1024)  # 3 parts
     (tmp_path / "artifacts" / "big.pt").write_bytes(big)
-    # Part 2 is slow, and a real SIGINT hits the main thread when it arrives.
+    # Part 2 is slow, and a real SIGINT arrives with it. Received by another thread, it does
+    # not wake the main thread's wait: the mirror must still notice before part 2 completes.
     proxy.faults.append(
-        Fault("PUT", "partNumber=2", times=1, status=0, delay_s=2.0, interrupt_main=True)
+        Fault("PUT", "partNumber=2", times=1, status=0, delay_s=2.0, interrupt=receiver)
     )
     started = time.monotonic()
     summary = mirror(config, tmp_path)

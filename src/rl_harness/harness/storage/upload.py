@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,9 @@ from rl_harness.harness.storage.layout import (
 BACKEND = "b2"
 SHA256_METADATA = "sha256"  # stored as x-amz-meta-sha256: a multipart ETag is no content hash
 _CANCEL_WAIT_S = 5.0  # after Ctrl-C: how long transfers get to stop before we abort the rest
+# CPython runs signal handlers on the main thread only, and a SIGINT the kernel hands to a
+# worker thread does not wake a main thread blocked in a wait: so we wait in short slices.
+_SIGNAL_POLL_S = 0.2
 
 
 @dataclass
@@ -163,9 +166,12 @@ def _mirror_all(
         for rel, path in files
     ]
     try:
-        for future in as_completed(futures):
-            record = future.result()
-            records[record.path] = record
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=_SIGNAL_POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                record = future.result()
+                records[record.path] = record
     except KeyboardInterrupt:
         try:
             stop.set()
