@@ -228,6 +228,21 @@ MUTATIONS = [
         "run-1's mirror would abort run-10's multipart uploads",
     ),
     Mutation(
+        "b2-ctrl-c-blocking-wait",
+        "harness/storage/upload.py",
+        (
+            (
+                "wait(pending, timeout=_SIGNAL_POLL_S, return_when=FIRST_COMPLETED)",
+                "wait(pending, timeout=None, return_when=FIRST_COMPLETED)",
+            ),
+        ),
+        (
+            "tests/storage/test_storage_mirror.py"
+            "::test_ctrl_c_cancels_transfers_and_aborts_their_multipart_uploads",
+        ),
+        "a SIGINT the kernel hands to a worker thread would go unseen until a file finished",
+    ),
+    Mutation(
         "b2-download-folder-no-slash",
         "harness/storage/download.py",
         (
