@@ -20,6 +20,7 @@ CLI = Path(sys.executable).with_name("rl-harness")
 REFERENCE_LABELS = {
     "oracle": "oracle (state known)",
     "belief_mdp": "belief-MDP ceiling",
+    "stack_3": "best stack-3 found",
     "stack_2": "best stack-2",
     "memoryless": "best memoryless",
 }
