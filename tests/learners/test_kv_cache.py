@@ -22,10 +22,12 @@ from rl_harness.learners.models.kv_cache import (
     K_STEP,
     KV_CACHE_START,
     V_STEP,
+    BatchedNormalizeAndClipActions,
     KVCacheChunkStarts,
     KVCachePPOLearner,
     KVStepsToEpisodes,
     chunk_start_caches,
+    kv_steps_module_to_env,
     store_kv_steps,
 )
 from tests.learners.ppo_setup import tiny_ppo_config
@@ -50,7 +52,8 @@ def _config(**env_runners):
 
 class RecordCaches(ConnectorV2):
     """Module-to-env, before KVStepsToEpisodes: the whole cache acting carries into each
-    episode's next step, keyed by (episode id, the step it is read at)."""
+    episode's next step (from the module's batched output, rows in RLlib's batching
+    order), keyed by (episode id, the step it is read at)."""
 
     def __init__(self, log: dict, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -58,11 +61,21 @@ class RecordCaches(ConnectorV2):
 
     def __call__(self, *, rl_module, batch, episodes, shared_data=None, **kwargs):
         by_id = {episode.id_: episode for episode in episodes}
-        for (episode_id,), (state,) in batch[Columns.STATE_OUT].items():
+        state = batch[Columns.STATE_OUT]
+        for row, episode_id in enumerate(shared_data["memorized_map_structure"]):
             if episode_id in by_id and by_id[episode_id].is_reset:
                 t = by_id[episode_id].t
-                self.log[(episode_id, t + 1)] = {k: np.array(v) for k, v in state.items()}
+                self.log[(episode_id, t + 1)] = {k: v[row].numpy().copy() for k, v in state.items()}
         return batch
+
+
+def _recording_module_to_env(log: dict):
+    def factory(env, spaces):
+        pieces = kv_steps_module_to_env(env, spaces)
+        at = next(i for i, p in enumerate(pieces) if isinstance(p, KVStepsToEpisodes))
+        return [*pieces[:at], RecordCaches(log), *pieces[at:]]
+
+    return factory
 
 
 def _learner_batch(algo, episodes):
@@ -75,9 +88,7 @@ def _learner_batch(algo, episodes):
 def test_rebuilt_chunk_start_caches_equal_the_caches_acting_had():
     log: dict = {}
     config = _config()
-    config.env_runners(
-        module_to_env_connector=lambda env, spaces: [RecordCaches(log), KVStepsToEpisodes()]
-    )
+    config.env_runners(module_to_env_connector=_recording_module_to_env(log))
     algo = config.build_algo()
     try:
         names = [type(p).__name__ for p in algo.learner_group._learner._learner_connector]
@@ -190,3 +201,52 @@ def test_acting_reads_one_step_of_attention_with_the_whole_cache():
     assert to_module[PREV_ACTIONS].shape == (2, 3)
     assert to_module[Columns.STATE_IN]["k"].shape == (2, 2, 5, 16)
     assert isinstance(to_module[Columns.STATE_IN]["k"], torch.Tensor)
+
+
+def test_acting_hands_the_batched_cache_on_without_copies_between_resets():
+    # Steps without a reset: STATE_IN is the module's cache out of the step before, as is.
+    algo = _config().build_algo()
+    try:
+        runner = algo.env_runner
+        runner.sample(num_timesteps=2, random_actions=False)  # 1 step per env, no reset
+        shared = runner._shared_data
+        stash = shared["kv_cache/state_out"]
+        assert runner._cached_to_module[Columns.STATE_IN]["k"] is stash.state["k"]
+        assert shared["kv_cache/state_in"].ids == stash.ids
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(("normalize", "clip"), [(True, False), (False, True), (False, False)])
+def test_batched_actions_for_the_env_equal_rllibs_per_item_unsquash_and_clip(normalize, clip):
+    import gymnasium as gym
+    from ray.rllib.connectors.module_to_env import NormalizeAndClipActions, UnBatchToIndividualItems
+
+    space = gym.spaces.Box(low=np.array([0.0, -3.0]), high=np.array([2.0, 0.5]), dtype=np.float32)
+    obs_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    actions = np.random.default_rng(0).normal(0.0, 1.5, (5, 2)).astype(np.float32)
+    ids = [f"e{i}" for i in range(5)]
+    shared = {"memorized_map_structure": ids}
+
+    ours = BatchedNormalizeAndClipActions(
+        obs_space, space, normalize_actions=normalize, clip_actions=clip
+    )
+    batch = ours(rl_module=None, batch={Columns.ACTIONS: actions.copy()}, episodes=[])
+    unbatch = UnBatchToIndividualItems(obs_space, space)
+    batch = unbatch(rl_module=None, batch=batch, episodes=[], shared_data=shared)
+
+    theirs = NormalizeAndClipActions(
+        obs_space, space, normalize_actions=normalize, clip_actions=clip
+    )
+    reference = unbatch(
+        rl_module=None, batch={Columns.ACTIONS: actions.copy()}, episodes=[], shared_data=shared
+    )
+    reference = theirs(rl_module=None, batch=reference, episodes=[], shared_data=shared)
+    assert set(batch) == set(reference)
+    for column in reference:
+        for key in reference[column]:
+            assert np.array_equal(batch[column][key][0], reference[column][key][0]), column
+    if normalize or clip:  # the actions the env gets changed; the sampled ones stay
+        sent = np.stack([batch[Columns.ACTIONS_FOR_ENV][(i,)][0] for i in ids])
+        kept = np.stack([batch[Columns.ACTIONS][(i,)][0] for i in ids])
+        assert not np.array_equal(sent, actions) and np.array_equal(kept, actions)

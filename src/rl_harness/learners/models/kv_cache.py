@@ -7,9 +7,11 @@ Without these pieces RLlib stores the module's whole STATE_OUT, the K/V cache of
 
 - acting (env runner): `KVStepsToEpisodes` (module-to-env) keeps the whole cache out of the
   episode: it stores only the step's new key and value (STATE_OUT {"k_step", "v_step"}:
-  (num_layers, d_model) each, 2.3 KB at that size) and holds the whole cache in the env
-  runner's `shared_data` for the next step, where `KVCacheStateIn` (env-to-module) turns it
-  into STATE_IN. Acting stays one step of attention over the cache.
+  (num_layers, d_model) each, 2.3 KB at that size) and holds the whole batched cache in the
+  env runner's `shared_data` for the next step, where `KVCacheStateIn` (env-to-module) hands
+  it to the module as STATE_IN as it is (rows regathered only when an episode was reset).
+  Both work on whole batches: no per-episode copies of the cache per step. Acting stays one
+  step of attention over the cache.
 - a cut episode chunk (the env runner cuts ongoing episodes at the end of each `sample()`)
   carries the cache it starts from in `episode.custom_data["kv_cache_start"]` (RLlib copies
   custom_data along with the episode), once per chunk.
@@ -20,9 +22,11 @@ Without these pieces RLlib stores the module's whole STATE_OUT, the K/V cache of
   chunk, not one per step.
 
 Install all of it with `store_kv_steps(config)` (single-agent configs). It sets the
-env runners' connectors (the env-to-module pipeline is built here: RLlib's default pieces
-with `KVCacheStateIn` in place of `AddStatesFromEpisodesToBatch`, which must come after
-`AddTimeDimToBatchAndZeroPad`), and the learner class: `KVCacheLearnerMixin` inserts
+env runners' connectors (both pipelines are built here from RLlib's default pieces: on the
+env-to-module side `KVCacheStateIn` in place of `AddStatesFromEpisodesToBatch`, which must
+come after `AddTimeDimToBatchAndZeroPad`; on the module-to-env side `KVStepsToEpisodes`
+before `TensorToNumpy` and the actions unsquashed/clipped for the whole batch at once), and
+the learner class: `KVCacheLearnerMixin` inserts
 `KVCacheChunkStarts` after RLlib's `AddTimeDimToBatchAndZeroPad` in `Learner.build` (a
 prepended learner connector piece cannot write STATE_IN: RLlib's time-dim piece skips the
 whole batch once STATE_IN is in it). Without `store_kv_steps` the module works as before
@@ -32,7 +36,9 @@ function instead of training on the wrong context.
 
 from __future__ import annotations
 
+import copy
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,20 +49,33 @@ from ray.rllib.connectors.common import (
     AddTimeDimToBatchAndZeroPad,
     BatchIndividualItems,
     NumpyToTensor,
+    TensorToNumpy,
 )
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.module_to_env import (
+    GetActions,
+    ListifyDataForVectorEnv,
+    RemoveSingleTsTimeRankFromBatch,
+    UnBatchToIndividualItems,
+)
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.spaces.space_utils import (
+    clip_action,
+    get_base_struct_from_space,
+    unsquash_action,
+)
 
 from rl_harness.learners.models.prev_action import PrevActionToBatch
 
 K_STEP = "k_step"  # STATE_OUT stored per step: the step's new keys (num_layers, d_model)
 V_STEP = "v_step"  # and values
 KV_CACHE_START = "kv_cache_start"  # episode.custom_data: the cache a cut chunk starts from
-_STASH = "kv_cache/state_out"  # shared_data: {episode id: whole cache after its last step}
+_STASH = "kv_cache/state_out"  # shared_data: the batched cache after the last step
+_STATE_IN = "kv_cache/state_in"  # shared_data: the batched cache this step read
 
 INSTALL_HINT = "install the per-step K/V pieces with rl_harness.learners.models.store_kv_steps"
 
@@ -73,10 +92,13 @@ def _fresh(episode: Any) -> bool:
 
 
 class KVCacheStateIn(ConnectorV2):
-    """Env-to-module: STATE_IN = the whole cache `KVStepsToEpisodes` kept after each
-    episode's last step (the initial state after a reset), as tensors on the batch's device.
-    Goes last, after RLlib's `NumpyToTensor` (see `kv_cache_env_to_module`): rows follow
-    the episodes in the order RLlib's pieces batched them."""
+    """Env-to-module: STATE_IN = the whole cache after each episode's last step (the
+    initial state after a reset), batched, on the batch's device. Goes last, after RLlib's
+    `NumpyToTensor` (see `kv_cache_env_to_module`): rows follow the episodes in the order
+    RLlib's `BatchIndividualItems` batched them (its `memorized_map_structure`).
+
+    When the rows are the same episodes as at the last step (every step without a reset),
+    STATE_IN is the module's batched cache out as it is: no per-episode copies."""
 
     def __init__(self, *args: Any, device: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,33 +117,72 @@ class KVCacheStateIn(ConnectorV2):
     ) -> Any:
         if rl_module is None or not rl_module.is_stateful() or Columns.STATE_IN in batch:
             return batch
-        stash = (shared_data or {}).get(_STASH, {})
-        initial = None
+        shared_data = {} if shared_data is None else shared_data
+        ids = list(shared_data.get("memorized_map_structure") or [])
+        by_id = {e.id_: e for e in self.single_agent_episode_iterator(episodes)}
+        if not ids or any(not isinstance(i, str) or i not in by_id for i in ids):
+            raise RuntimeError(
+                "KVCacheStateIn needs single-agent rows from RLlib's BatchIndividualItems "
+                "before it (memorized_map_structure); " + INSTALL_HINT
+            )
+        stash: _Stash | None = shared_data.get(_STASH)
+        fresh = [_fresh(by_id[i]) for i in ids]
+        if stash is not None and stash.ids == ids and not any(fresh):
+            state = stash.state
+        else:
+            state = self._gather(rl_module, by_id, ids, fresh, stash)
+        shared_data[_STATE_IN] = _Stash(ids, state)
+        batch[Columns.STATE_IN] = state
+        return batch
+
+    def _gather(
+        self,
+        rl_module: Any,
+        by_id: dict[str, Any],
+        ids: list[str],
+        fresh: list[bool],
+        stash: _Stash | None,
+    ) -> dict[str, torch.Tensor]:
+        """Rows from the last step's cache, the initial state where an episode is fresh."""
+        previous = {} if stash is None else {i: row for row, i in enumerate(stash.ids)}
         rows = []
-        for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
-            if _fresh(episode):
-                if initial is None:
-                    initial = _single_module(rl_module, episode).get_initial_state()
-                rows.append(initial)
-            elif episode.id_ in stash:
-                rows.append(stash[episode.id_])
-            else:
+        for episode_id, is_fresh in zip(ids, fresh, strict=True):
+            if not is_fresh and episode_id not in previous:
+                episode = by_id[episode_id]
                 raise RuntimeError(
-                    f"no K/V cache kept for ongoing episode {episode.id_!r} (t={episode.t}): "
+                    f"no K/V cache kept for ongoing episode {episode_id!r} (t={episode.t}): "
                     "KVStepsToEpisodes must run in the module-to-env pipeline; " + INSTALL_HINT
                 )
-        batch[Columns.STATE_IN] = {
-            key: torch.from_numpy(np.stack([row[key] for row in rows])).to(self._device)
-            for key in rows[0]
+            rows.append(-1 if is_fresh else previous[episode_id])
+        initial = {
+            key: torch.from_numpy(value).to(self._device)
+            for key, value in _single_module(rl_module, by_id[ids[0]]).get_initial_state().items()
         }
-        return batch
+        index = torch.tensor(rows, device=self._device)
+        state = {}
+        for key, value in initial.items():
+            rows_of = value.expand(len(ids), *value.shape).clone()
+            if stash is not None and (index >= 0).any():
+                kept = index >= 0
+                rows_of[kept] = stash.state[key].index_select(0, index[kept]).to(value.dtype)
+            state[key] = rows_of
+        return state
+
+
+@dataclass
+class _Stash:
+    """A batched cache and the episode id of each of its rows."""
+
+    ids: list[str]
+    state: dict[str, torch.Tensor]
 
 
 class KVStepsToEpisodes(ConnectorV2):
-    """Module-to-env: stores each step's new key/value only (STATE_OUT {"k_step",
-    "v_step"}), keeps the whole cache in `shared_data` for `KVCacheStateIn`, and gives a
-    cut chunk's first step its starting cache in `episode.custom_data`. Runs after RLlib's
-    unbatching pieces (custom module-to-env pieces always do), on numpy items."""
+    """Module-to-env, on the module's batched output (before RLlib's `TensorToNumpy`;
+    `kv_steps_module_to_env` puts it there): stores each step's new key/value only
+    (STATE_OUT {"k_step", "v_step"}: (B, num_layers, d_model)), keeps the whole batched
+    cache out in `shared_data` for `KVCacheStateIn`, and gives a cut chunk's first step
+    the cache acting read in `episode.custom_data`."""
 
     @override(ConnectorV2)
     def __call__(
@@ -136,27 +197,75 @@ class KVStepsToEpisodes(ConnectorV2):
     ) -> Any:
         if Columns.STATE_OUT not in batch or shared_data is None:
             return batch
-        previous = shared_data.get(_STASH, {})
-        stash: dict[str, Any] = {}
+        state = batch[Columns.STATE_OUT]
+        read: _Stash | None = shared_data.get(_STATE_IN)
+        if not isinstance(state, dict) or not torch.is_tensor(state.get("k")) or read is None:
+            raise ValueError(
+                "KVStepsToEpisodes reads the module's batched K/V cache out (before "
+                "TensorToNumpy) after KVCacheStateIn built STATE_IN; " + INSTALL_HINT
+            )
+        # Copies: a view would keep the whole batched cache alive in the episodes.
+        batch[Columns.STATE_OUT] = {
+            K_STEP: state["k"][:, :, -1].clone(),
+            V_STEP: state["v"][:, :, -1].clone(),
+        }
+        shared_data[_STASH] = _Stash(read.ids, state)
         by_id = {episode.id_: episode for episode in episodes}
-        for key, items in batch[Columns.STATE_OUT].items():
-            (state,) = items  # one acting step per episode
-            # Copies: a view would keep the whole batched cache alive in the episode.
-            items[0] = {K_STEP: state["k"][:, -1].copy(), V_STEP: state["v"][:, -1].copy()}
-            episode = by_id.get(key[0])
-            if episode is None:
-                # A vector env's autoreset step: the action computed for an episode that
-                # just ended is discarded and a fresh episode starts from the initial state.
-                continue
-            if len(episode) == 0 and episode.t_started > 0:
+        for row, episode_id in enumerate(read.ids):
+            episode = by_id.get(episode_id)
+            if episode is not None and len(episode) == 0 and episode.t_started > 0:
                 # A cut chunk's first step: the cache it starts from is what acting read.
-                start = previous[episode.id_]
                 episode.custom_data[KV_CACHE_START] = {
                     "t": episode.t_started,
-                    **{name: np.array(value) for name, value in start.items()},
+                    **{name: value[row].cpu().numpy().copy() for name, value in read.state.items()},
                 }
-            stash[episode.id_] = state
-        shared_data[_STASH] = stash
+        return batch
+
+
+class BatchedNormalizeAndClipActions(ConnectorV2):
+    """Module-to-env, on the batched numpy output (after `TensorToNumpy`, before the
+    unbatching): RLlib's `NormalizeAndClipActions` for the whole batch at once, with
+    RLlib's own `unsquash_action` / `clip_action` (elementwise, so the same numbers as per
+    item). ACTIONS stay as sampled; ACTIONS_FOR_ENV go to the env."""
+
+    def __init__(
+        self,
+        input_observation_space: Any = None,
+        input_action_space: Any = None,
+        *,
+        normalize_actions: bool,
+        clip_actions: bool,
+        **kwargs: Any,
+    ) -> None:
+        self._action_space_struct = None
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.normalize_actions = normalize_actions
+        self.clip_actions = clip_actions
+
+    @override(ConnectorV2)
+    def recompute_output_action_space(self, input_observation_space: Any, input_action_space: Any):
+        self._action_space_struct = get_base_struct_from_space(input_action_space)
+        return input_action_space
+
+    @override(ConnectorV2)
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if self.normalize_actions:
+            batch[Columns.ACTIONS_FOR_ENV] = unsquash_action(
+                copy.deepcopy(batch[Columns.ACTIONS]), self._action_space_struct
+            )
+        elif self.clip_actions:
+            batch[Columns.ACTIONS_FOR_ENV] = clip_action(
+                copy.deepcopy(batch[Columns.ACTIONS]), self._action_space_struct
+            )
         return batch
 
 
@@ -273,9 +382,29 @@ def kv_cache_env_to_module(
     ]
 
 
-def kv_steps_module_to_env(env: Any = None, spaces: Any = None) -> ConnectorV2:
-    """`config.env_runners(module_to_env_connector=...)` factory."""
-    return KVStepsToEpisodes()
+def kv_steps_module_to_env(
+    env: Any = None,
+    spaces: Any = None,
+    *,
+    normalize_actions: bool = True,
+    clip_actions: bool = False,
+) -> list[ConnectorV2]:
+    """`config.env_runners(module_to_env_connector=..., add_default_connectors_to_module_
+    to_env_pipeline=False)`: RLlib's default single-agent module-to-env pieces with
+    `KVStepsToEpisodes` on the batched output (before `TensorToNumpy`) and the actions
+    unsquashed/clipped for the whole batch (`BatchedNormalizeAndClipActions`) instead of
+    per item. `store_kv_steps` passes the config's normalize_actions / clip_actions."""
+    return [
+        GetActions(),
+        KVStepsToEpisodes(),
+        TensorToNumpy(),
+        BatchedNormalizeAndClipActions(
+            normalize_actions=normalize_actions, clip_actions=clip_actions
+        ),
+        UnBatchToIndividualItems(),
+        RemoveSingleTsTimeRankFromBatch(),
+        ListifyDataForVectorEnv(),
+    ]
 
 
 def store_kv_steps(config: Any) -> Any:
@@ -284,8 +413,9 @@ def store_kv_steps(config: Any) -> Any:
     the module's "prev_action" setting decides whether `PrevActionToBatch` joins the
     env-to-module pipeline (the learner side's `prev_action_learner` stays yours to set).
 
-    Sets: env_to_module_connector (with RLlib's default env-to-module pieces off: this
-    pipeline includes them), module_to_env_connector, and the learner class: PPO's default
+    Sets: env_to_module_connector and module_to_env_connector (with RLlib's default pieces
+    off on both sides: these pipelines include them; the config's normalize_actions and
+    clip_actions are read now, so set them before), and the learner class: PPO's default
     becomes `KVCachePPOLearner`; any other must already compose `KVCacheLearnerMixin`.
     """
     model_config = dict(getattr(config.rl_module_spec, "model_config", None) or {})
@@ -302,7 +432,12 @@ def store_kv_steps(config: Any) -> Any:
     config.env_runners(
         env_to_module_connector=functools.partial(kv_cache_env_to_module, prev_action=prev_action),
         add_default_connectors_to_env_to_module_pipeline=False,
-        module_to_env_connector=kv_steps_module_to_env,
+        module_to_env_connector=functools.partial(
+            kv_steps_module_to_env,
+            normalize_actions=config.normalize_actions,
+            clip_actions=config.clip_actions,
+        ),
+        add_default_connectors_to_module_to_env_pipeline=False,
     )
     return config
 
