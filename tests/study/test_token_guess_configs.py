@@ -359,3 +359,30 @@ def test_synthesis_tables_over_training(tmp_path):
     assert "| supervised | 0 | 1 | 0.300 | 0.800 | undefined |" in markdown
     path = synthesis.plot_over_training(tmp_path / "over.png", table)
     assert path.stat().st_size > 10_000
+
+
+def _with_library(folder, commit, sources):
+    path = folder / "run_manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["library"] = {"commit": commit, "sources": sources}
+    path.write_text(json.dumps(manifest))
+
+
+def test_synthesis_accepts_two_commits_only_when_training_code_is_the_same(tmp_path):
+    base = {"learners/x.py": "1", "harness/storage/upload.py": "a", "envs/y.py": "2"}
+    a = _write_run(tmp_path, "ppo", "a", [])
+    b = _write_run(tmp_path, "supervised", "b", [])
+    _with_library(a, "c1", base)
+    _with_library(b, "c2", {**base, "harness/storage/upload.py": "b"})
+    same = synthesis.library_source_differences([a, b])
+    assert same["differing_files"] == ["harness/storage/upload.py"]
+    assert same["same_code_for_training"] is True
+    assert "harness/storage/upload.py" in synthesis.library_markdown(same)
+    _with_library(b, "c2", {**base, "learners/x.py": "changed"})
+    other = synthesis.library_source_differences([a, b])
+    assert other["differing_files"] == ["learners/x.py"]
+    assert other["same_code_for_training"] is False
+    _with_library(b, "c2", {**base, "learners/new.py": "3"})  # a file only one run has
+    assert synthesis.library_source_differences([a, b])["same_code_for_training"] is False
+    _with_library(b, "c1", base)
+    assert synthesis.library_markdown(synthesis.library_source_differences([a, b])) == ""

@@ -11,7 +11,9 @@ schedule is the same for every run of a budget).
 Runs read: the completed runs under `<study>/<leaf>/results/` (or under
 `$MESS3_TOKEN_GUESS_RUNS/<leaf>/results/` when set) of the same kind as this run (smoke runs
 with --smoke, others without). Runs from different library commits are refused except in
-smoke mode (the error names them).
+smoke mode (the error names them), or when the library source files they recorded differ
+only in the B2 mirror (`harness/storage/`, which a run without --log-to never calls):
+study_table.md then names the commits and the files that differ.
 
 Run (from the experiment repo, after the training leaves):
 
@@ -48,6 +50,9 @@ METRICS = [
     "step0_probe_r2_within_branch",
 ]
 OVER_TRAINING = ("greedy_accuracy", "r2", "r2_within_branch")
+# Library files a training run without --log-to never executes: runs whose library sources
+# differ only here are the same code for this study.
+OUTSIDE_TRAINING = ("harness/storage/",)
 
 
 def study_root(context: RunContext) -> Path:
@@ -64,6 +69,38 @@ def run_folders(root: Path, smoke: bool) -> dict[str, list[Path]]:
             if record.get("status") == "completed" and bool(options.get("smoke")) == smoke:
                 folders.setdefault(leaf, []).append(manifest.parent)
     return folders
+
+
+def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
+    """The library commits of these runs and the library files (run_manifest.json's
+    library.sources, file -> sha256) whose content differs between them."""
+    commits: dict[str, list[str]] = {}
+    sources: list[Mapping[str, str]] = []
+    for path in paths:
+        library = json.loads((path / "run_manifest.json").read_text(encoding="utf-8")).get(
+            "library", {}
+        )
+        commits.setdefault(str(library.get("commit")), []).append(path.name)
+        sources.append(library.get("sources") or {})
+    names = sorted({name for files in sources for name in files})
+    differing = [n for n in names if len({files.get(n) for files in sources}) > 1]
+    return {
+        "commits": commits,
+        "differing_files": differing,
+        "same_code_for_training": all(n.startswith(OUTSIDE_TRAINING) for n in differing),
+    }
+
+
+def library_markdown(differences: Mapping[str, Any]) -> str:
+    commits = differences["commits"]
+    if len(commits) < 2:
+        return ""
+    listing = "; ".join(f"{c[:12]}: {len(ids)} runs" for c, ids in commits.items())
+    files = ", ".join(differences["differing_files"]) or "none"
+    return (
+        f"\nRuns from {len(commits)} library commits ({listing}); library files whose "
+        f"content differs between them: {files}.\n"
+    )
 
 
 def over_training(folders: Mapping[str, Sequence[Path]]) -> dict[str, list[dict[str, Any]]]:
@@ -168,7 +205,10 @@ def run(context: RunContext) -> dict:
             "run the training leaves first"
         )
     every = [path for paths in folders.values() for path in paths]
-    comparison = compare_runs(every, METRICS, allow_mixed=context.smoke)
+    differences = library_source_differences(every)
+    comparison = compare_runs(
+        every, METRICS, allow_mixed=context.smoke or differences["same_code_for_training"]
+    )
     files = write_comparison(comparison, context.results_dir)
     table = over_training(folders)
     write_json(context.results_dir / "over_training.json", table)
@@ -177,6 +217,7 @@ def run(context: RunContext) -> dict:
     study_table.write_text(
         "# MESS3 token guess: PPO and supervised next-token training\n\n"
         + ceilings_markdown(shared.ceilings())
+        + library_markdown(differences)
         + "\n## At the end of training\n\n"
         + comparison_markdown(comparison)
         + "\n## Over training\n\n"
@@ -193,6 +234,8 @@ def run(context: RunContext) -> dict:
         "probe_r2_within_branch": {
             arm.arm: arm.metrics["probe_r2_within_branch"].mean for arm in comparison.arms
         },
+        "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
+        "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]
         + ["over_training.json", "over_training.png"],
     }
