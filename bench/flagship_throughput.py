@@ -24,6 +24,9 @@ Commands (`.venv/bin/python bench/flagship_throughput.py <command> --help` for o
   bare-vs-harness  what makes a bare loop slower or faster than the harness: torch threads,
                    who starts Ray, the harness itself (kv-steps path unless --paths).
     .venv/bin/python bench/flagship_throughput.py bare-vs-harness
+  runners          sampling in the driver vs 1 or 2 remote env runners (32 envs in all, and
+                   32 per runner), kv-steps, bare.
+    .venv/bin/python bench/flagship_throughput.py runners
   scale            envs per runner (4 16 32 64), batch size (8K 16K 32K 64K; minibatch an
                    eighth, as in the study), env runners (0 1 2), kv-steps, bare; prints
                    the FULL budget's projected wall time on this machine.
@@ -449,6 +452,19 @@ def scale(args: argparse.Namespace) -> None:
         )
 
 
+def runners(args: argparse.Namespace) -> None:
+    """Sampling in the driver against remote env runners (bare: the harness's cpu-local plan
+    samples in the driver): the same 32 envs in all on 2 runners, and 32 per runner."""
+    path = args.paths[-1]
+    specs = [
+        base_spec(args, path=path),
+        base_spec(args, path=path, env_runners=1),
+        base_spec(args, path=path, env_runners=2, envs=args.envs // 2),
+        base_spec(args, path=path, env_runners=2),
+    ]
+    run_table(specs, args, "env runners: in the driver (0) or remote", reference=specs[0])
+
+
 def float_precision(args: argparse.Namespace) -> None:
     path = args.paths[-1]
     specs = [base_spec(args, path=path)]
@@ -465,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "command", choices=("compare", "bare-vs-harness", "scale", "float-precision")
+        "command",
+        choices=("compare", "bare-vs-harness", "scale", "runners", "float-precision"),
     )
     parser.add_argument("--iterations", type=int, default=4, help="per run; the first is warm-up")
     parser.add_argument("--rounds", type=int, default=1)
@@ -499,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         "compare": compare,
         "bare-vs-harness": bare_vs_harness,
         "scale": scale,
+        "runners": runners,
         "float-precision": float_precision,
     }[args.command](args)
     return 0

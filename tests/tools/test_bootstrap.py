@@ -32,7 +32,12 @@ def _git(repo: Path, *args: str) -> str:
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT")}
     # Pin uv to the interpreter this suite runs on (no Python downloads, no shim lookups).
-    env["UV_PYTHON"] = os.path.realpath(sys._base_executable)
+    base = os.path.realpath(sys._base_executable)
+    env["UV_PYTHON"] = base
+    # `python3 -m pip install uv` puts uv beside that interpreter; in a folder without
+    # .python-version a pyenv shim for `uv` or `python3` finds another Python without it.
+    if (Path(base).parent / "uv").exists():
+        env["PATH"] = os.pathsep.join([str(Path(base).parent), env.get("PATH", "")])
     env.update(extra)
     return env
 
