@@ -382,7 +382,7 @@ def test_synthesis_accepts_two_commits_only_when_training_code_is_the_same(tmp_p
     other = synthesis.library_source_differences([a, b])
     assert other["differing_files"] == ["learners/x.py"]
     assert other["same_code_for_training"] is False
-    _with_library(b, "c2", {**base, "learners/new.py": "3"})  # a file only one run has
-    assert synthesis.library_source_differences([a, b])["same_code_for_training"] is False
+    _with_library(b, "c2", {**base, "losses/x.py": "3"})  # a file only one run loaded
+    assert synthesis.library_source_differences([a, b])["differing_files"] == []
     _with_library(b, "c1", base)
     assert synthesis.library_markdown(synthesis.library_source_differences([a, b])) == ""

@@ -73,7 +73,8 @@ def run_folders(root: Path, smoke: bool) -> dict[str, list[Path]]:
 
 def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
     """The library commits of these runs and the library files (run_manifest.json's
-    library.sources, file -> sha256) whose content differs between them."""
+    library.sources: the files each run loaded, file -> sha256) whose content differs
+    between runs that loaded them."""
     commits: dict[str, list[str]] = {}
     sources: list[Mapping[str, str]] = []
     for path in paths:
@@ -82,8 +83,10 @@ def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
         )
         commits.setdefault(str(library.get("commit")), []).append(path.name)
         sources.append(library.get("sources") or {})
+    # A run records the library files it loaded; a file only some runs loaded is not a
+    # difference in the code they shared.
     names = sorted({name for files in sources for name in files})
-    differing = [n for n in names if len({files.get(n) for files in sources}) > 1]
+    differing = [n for n in names if len({files[n] for files in sources if n in files}) > 1]
     return {
         "commits": commits,
         "differing_files": differing,
