@@ -386,3 +386,37 @@ def test_synthesis_accepts_two_commits_only_when_training_code_is_the_same(tmp_p
     assert synthesis.library_source_differences([a, b])["differing_files"] == []
     _with_library(b, "c1", base)
     assert synthesis.library_markdown(synthesis.library_source_differences([a, b])) == ""
+
+
+def test_synthesis_pairs_within_branch_r2_by_seed():
+    def record(step0, end):
+        return {
+            "checkpoints": [
+                {"env_steps": 0, "r2_within_branch": step0},
+                {"env_steps": 100, "r2_within_branch": end},
+            ]
+        }
+
+    records = {
+        "ppo": {0: record(0.5, 0.8), 1: record(0.4, 0.6), 2: record(0.5, 0.7)},
+        "supervised": {0: record(0.5, 0.9), 1: record(0.4, 0.95), 2: record(0.5, 1.0)},
+    }
+    controls = {0: {"r2_within_branch": 0.3}, 1: {"r2_within_branch": 0.2}, 2: {}}
+    rows = {r["difference"]: r for r in synthesis.paired_differences(records, controls)}
+    gain = rows["ppo end - its step 0"]
+    assert gain["per_seed"] == pytest.approx({"0": 0.3, "1": 0.2, "2": 0.2})
+    # mean 0.2333, sd 0.0577, t(0.975, 2) = 4.303: half width 0.1434
+    assert gain["mean"] == pytest.approx(0.23333, abs=1e-4)
+    assert gain["high"] - gain["mean"] == pytest.approx(0.1434, abs=1e-3)
+    window = rows["ppo end - raw window"]
+    assert window["per_seed"]["2"] is None and window["n"] == 2
+    assert rows["supervised end - ppo end"]["per_seed"] == pytest.approx(
+        {"0": 0.1, "1": 0.35, "2": 0.3}
+    )
+    markdown = synthesis.controls_markdown(
+        {0: {"r2": 0.9, "r2_within_branch": 0.3}}, list(rows.values())
+    )
+    assert (
+        "| ppo end - its step 0 | s0 0.300, s1 0.200, s2 0.200 | +0.233 [+0.090, +0.377] |"
+        in markdown
+    )

@@ -224,6 +224,58 @@ def _value(report: Mapping[str, Any] | None, *path: str) -> float | None:
     return report.get("value") if isinstance(report, Mapping) else None
 
 
+def _collector(plan: ProbeBudget, seed: int) -> Any:
+    """Greedy rollouts of a module on the probe episodes of a run with this seed."""
+    return functools.partial(
+        collect_rollouts,
+        make_env=_probe_env,
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        warmup_steps=plan.warmup_steps,
+        seed=seed,
+        target=info_target("belief"),
+        num_envs=min(plan.probe_episodes, 64),
+        representation=residual_reader,
+        policy="greedy",
+    )
+
+
+def _probe(features: np.ndarray, rollouts: Any, plan: ProbeBudget, seed: int) -> Any:
+    """The affine probe from `features` to the exact belief: held-out R², globally and
+    within branches of equal last BRANCH_K tokens (the window is one-hot, newest first)."""
+    return evaluate_probe(
+        features,
+        rollouts.targets,
+        seed=seed,
+        ridge=PROBE_RIDGE,
+        test_fraction=PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        target_names=BELIEF_NAMES,
+        branch_tokens=rollouts.observations[..., :N_TOKENS],
+        branch_k=BRANCH_K,
+    )
+
+
+def window_control(spec: Any, plan: ProbeBudget, seed: int) -> dict[str, float | None]:
+    """The simplest competitor to the network: the same affine probe from the raw input
+    itself (the TOKEN_WINDOW-token one-hot window, no network) to the exact belief, on the
+    probe episodes a run of this seed probes. `spec` (the leaf's RLModuleSpec) builds a
+    fresh module only to drive the rollout: the process is passive and the episodes are
+    seeded, so the tokens and beliefs are those every checkpoint of the run saw."""
+    env = _probe_env(1)
+    spec = dataclasses.replace(
+        spec, observation_space=env.single_observation_space, action_space=env.single_action_space
+    )
+    env.close()
+    torch.manual_seed(seed)
+    rollouts = _collector(plan, seed)(spec.build())
+    report = _probe(rollouts.observations, rollouts, plan, seed).report.to_dict()
+    return {
+        "r2": _value(report, "r2_pooled"),
+        "r2_within_branch": _value(report, "within_branch", "r2_pooled"),
+    }
+
+
 def analyze(
     context: RunContext,
     *,
@@ -241,18 +293,7 @@ def analyze(
     run = RunArtifacts.open(context.results_dir)
     hmm = model()
     exact = ceilings()
-    collect = functools.partial(
-        collect_rollouts,
-        make_env=_probe_env,
-        n_episodes=plan.probe_episodes,
-        episode_steps=plan.probe_steps,
-        warmup_steps=plan.warmup_steps,
-        seed=context.seed,
-        target=info_target("belief"),
-        num_envs=min(plan.probe_episodes, 64),
-        representation=residual_reader,
-        policy="greedy",
-    )
+    collect = _collector(plan, context.seed)
     points, reference_obs, snapshots = [], None, {}
     for checkpoint in probe_points(run):
         iteration = checkpoint.iteration
@@ -265,22 +306,10 @@ def analyze(
         names = residual_names(module)
         width = rollouts.representations.shape[-1] // len(names)
         depth = {name: slice(i * width, (i + 1) * width) for i, name in enumerate(names)}
-        newest_token = rollouts.observations[..., :N_TOKENS]  # one-hot, newest first
 
-        def probe(features: np.ndarray, rollouts=rollouts, newest_token=newest_token) -> Any:
-            return evaluate_probe(
-                features,
-                rollouts.targets,
-                seed=context.seed,
-                ridge=PROBE_RIDGE,
-                test_fraction=PROBE_TEST_FRACTION,
-                n_bootstrap=plan.n_bootstrap,
-                target_names=BELIEF_NAMES,
-                branch_tokens=newest_token,
-                branch_k=BRANCH_K,
-            )
-
-        main = probe(rollouts.representations[..., depth[REPRESENTATION]])
+        main = _probe(
+            rollouts.representations[..., depth[REPRESENTATION]], rollouts, plan, context.seed
+        )
         accuracy = expected_accuracy(hmm, rollouts.targets, rollouts.actions)
         point = {
             "iteration": iteration,
@@ -301,16 +330,8 @@ def analyze(
     # Every depth of the residual stream at the last checkpoint (pre and post final norm).
     by_depth = {}
     for name, columns in last_depth.items():
-        report = evaluate_probe(
-            last_rollouts.representations[..., columns],
-            last_rollouts.targets,
-            seed=context.seed,
-            ridge=PROBE_RIDGE,
-            test_fraction=PROBE_TEST_FRACTION,
-            n_bootstrap=plan.n_bootstrap,
-            target_names=BELIEF_NAMES,
-            branch_tokens=last_rollouts.observations[..., :N_TOKENS],
-            branch_k=BRANCH_K,
+        report = _probe(
+            last_rollouts.representations[..., columns], last_rollouts, plan, context.seed
         ).report.to_dict()
         by_depth[name] = {
             "r2": _value(report, "r2_pooled"),

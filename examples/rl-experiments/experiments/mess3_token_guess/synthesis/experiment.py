@@ -20,8 +20,15 @@ Run (from the experiment repo, after the training leaves):
     uv run rl-harness experiments.mess3_token_guess.synthesis.experiment --smoke
     uv run rl-harness experiments.mess3_token_guess.synthesis.experiment
 
-Writes results/<run-id>/study_table.md (ceilings, the final comparison and the table over
-training), over_training.json, over_training.png, and comparison.md/.json/.png.
+Controls and the statistic that carries the claim: per seed, the raw window (the same affine
+probe from the 10-token one-hot input itself, no network: `shared.window_control`, on that
+seed's probe episodes) beside each run's own step-0 network; and paired per-seed differences
+of within-branch R² (end - step 0, end - raw window, supervised - ppo) with their mean and
+95% Student-t interval across seeds.
+
+Writes results/<run-id>/study_table.md (ceilings, the final comparison, the controls and
+paired differences, the table over training), controls.json, over_training.json,
+over_training.png, and comparison.md/.json/.png.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from experiments.mess3_token_guess import shared
 from rl_harness import RunContext, write_json
@@ -104,6 +113,126 @@ def library_markdown(differences: Mapping[str, Any]) -> str:
         f"\nRuns from {len(commits)} library commits ({listing}); library files whose "
         f"content differs between them: {files}.\n"
     )
+
+
+def seed_records(folders: Mapping[str, Sequence[Path]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """{leaf: {seed: the run's probe_metrics.json}} (the newest run where a seed repeats)."""
+    records: dict[str, dict[int, dict[str, Any]]] = {}
+    for leaf, paths in folders.items():
+        for path in sorted(paths):
+            seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+            record = json.loads((path / "probe_metrics.json").read_text(encoding="utf-8"))
+            records.setdefault(leaf, {})[int(seed)] = record
+    return records
+
+
+def window_controls(records: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> dict[int, Any]:
+    """{seed: the raw-window probe (shared.window_control) on that seed's probe episodes},
+    with the probe budget the runs recorded."""
+    from experiments.mess3_token_guess.ppo import experiment as ppo
+
+    controls = {}
+    for seed in sorted({seed for by_seed in records.values() for seed in by_seed}):
+        record = next(by_seed[seed] for by_seed in records.values() if seed in by_seed)
+        plan = SimpleNamespace(**record["budget"])
+        controls[seed] = shared.window_control(ppo.module_spec(), plan, seed)
+    return controls
+
+
+def _final(record: Mapping[str, Any], key: str) -> float | None:
+    return record["checkpoints"][-1].get(key)
+
+
+def _step0(record: Mapping[str, Any], key: str) -> float | None:
+    first = record["checkpoints"][0]
+    return first.get(key) if first.get("env_steps") == 0 else None
+
+
+def paired_differences(
+    records: Mapping[str, Mapping[int, Mapping[str, Any]]], controls: Mapping[int, Any]
+) -> list[dict[str, Any]]:
+    """Per-seed differences of within-branch R² (the statistic that carries the claim), with
+    their mean and 95% Student-t interval across seeds: each leaf's trained network against
+    its own step-0 network and against the raw window; supervised against ppo."""
+    ppo, supervised = records.get("ppo", {}), records.get("supervised", {})
+    key = "r2_within_branch"
+    pairs: list[tuple[str, dict[int, float | None]]] = []
+    for leaf, by_seed in (("ppo", ppo), ("supervised", supervised)):
+        pairs.append(
+            (
+                f"{leaf} end - its step 0",
+                {s: _minus(_final(r, key), _step0(r, key)) for s, r in by_seed.items()},
+            )
+        )
+        pairs.append(
+            (
+                f"{leaf} end - raw window",
+                {
+                    s: _minus(_final(r, key), controls.get(s, {}).get(key))
+                    for s, r in by_seed.items()
+                },
+            )
+        )
+    pairs.append(
+        (
+            "supervised end - ppo end",
+            {
+                s: _minus(_final(supervised[s], key), _final(ppo[s], key))
+                for s in sorted(set(ppo) & set(supervised))
+            },
+        )
+    )
+    rows = []
+    for name, by_seed in pairs:
+        values = np.array([v for v in by_seed.values() if v is not None], dtype=np.float64)
+        per_seed = {str(seed): value for seed, value in by_seed.items()}
+        row: dict[str, Any] = {"difference": name, "per_seed": per_seed, "n": int(values.size)}
+        if values.size >= 2:
+            half = stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
+            row.update(mean=float(values.mean()), low=float(values.mean() - half))
+            row["high"] = float(values.mean() + half)
+        rows.append(row)
+    return rows
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def controls_markdown(
+    controls: Mapping[int, Mapping[str, float | None]], differences: Sequence[Mapping[str, Any]]
+) -> str:
+    def number(value: float | None) -> str:
+        return "undefined" if value is None else f"{value:.3f}"
+
+    lines = [
+        "Raw window (affine probe from the 10-token one-hot input itself, no network), on "
+        "each seed's probe episodes:",
+        "",
+        "| seed | global R² | within-branch R² |",
+        "|---|---|---|",
+    ]
+    for seed, control in controls.items():
+        lines.append(
+            f"| {seed} | {number(control['r2'])} | {number(control['r2_within_branch'])} |"
+        )
+    lines += [
+        "",
+        "Paired differences of within-branch R² (per seed; mean and 95% Student-t interval "
+        "across seeds):",
+        "",
+        "| difference | per seed | mean [95% CI] |",
+        "|---|---|---|",
+    ]
+    for row in differences:
+        per_seed = ", ".join(f"s{s} {number(v)}" for s, v in row["per_seed"].items())
+        summary = (
+            f"{row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+            if "mean" in row
+            else "fewer than 2 seeds"
+        )
+        lines.append(f"| {row['difference']} | {per_seed} | {summary} |")
+    return "\n".join(lines) + "\n"
 
 
 def over_training(folders: Mapping[str, Sequence[Path]]) -> dict[str, list[dict[str, Any]]]:
@@ -214,6 +343,13 @@ def run(context: RunContext) -> dict:
     )
     files = write_comparison(comparison, context.results_dir)
     table = over_training(folders)
+    records = seed_records(folders)
+    controls = window_controls(records)
+    differences = paired_differences(records, controls)
+    write_json(
+        context.results_dir / "controls.json",
+        {"raw_window": {str(s): c for s, c in controls.items()}, "paired": differences},
+    )
     write_json(context.results_dir / "over_training.json", table)
     plot_over_training(context.results_dir / "over_training.png", table)
     study_table = context.results_dir / "study_table.md"
@@ -223,6 +359,8 @@ def run(context: RunContext) -> dict:
         + library_markdown(differences)
         + "\n## At the end of training\n\n"
         + comparison_markdown(comparison)
+        + "\n## Controls and paired differences\n\n"
+        + controls_markdown(controls, differences)
         + "\n## Over training\n\n"
         + over_training_markdown(table),
         encoding="utf-8",
@@ -240,5 +378,5 @@ def run(context: RunContext) -> dict:
         "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
         "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]
-        + ["over_training.json", "over_training.png"],
+        + ["controls.json", "over_training.json", "over_training.png"],
     }
