@@ -345,10 +345,10 @@ def run(context: RunContext) -> dict:
     table = over_training(folders)
     records = seed_records(folders)
     controls = window_controls(records)
-    differences = paired_differences(records, controls)
+    paired = paired_differences(records, controls)
     write_json(
         context.results_dir / "controls.json",
-        {"raw_window": {str(s): c for s, c in controls.items()}, "paired": differences},
+        {"raw_window": {str(s): c for s, c in controls.items()}, "paired": paired},
     )
     write_json(context.results_dir / "over_training.json", table)
     plot_over_training(context.results_dir / "over_training.png", table)
@@ -360,7 +360,7 @@ def run(context: RunContext) -> dict:
         + "\n## At the end of training\n\n"
         + comparison_markdown(comparison)
         + "\n## Controls and paired differences\n\n"
-        + controls_markdown(controls, differences)
+        + controls_markdown(controls, paired)
         + "\n## Over training\n\n"
         + over_training_markdown(table),
         encoding="utf-8",
