@@ -55,6 +55,7 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.module_to_env import (
     GetActions,
     ListifyDataForVectorEnv,
+    NormalizeAndClipActions,
     RemoveSingleTsTimeRankFromBatch,
     UnBatchToIndividualItems,
 )
@@ -63,11 +64,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.spaces.space_utils import (
-    clip_action,
-    get_base_struct_from_space,
-    unsquash_action,
-)
+from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
 from rl_harness.learners.models.prev_action import PrevActionToBatch
 
@@ -159,11 +156,11 @@ class KVCacheStateIn(ConnectorV2):
             for key, value in _single_module(rl_module, by_id[ids[0]]).get_initial_state().items()
         }
         index = torch.tensor(rows, device=self._device)
+        kept = index >= 0  # rows carried over; the rest start from the initial state
         state = {}
         for key, value in initial.items():
             rows_of = value.expand(len(ids), *value.shape).clone()
-            if stash is not None and (index >= 0).any():
-                kept = index >= 0
+            if stash is not None and kept.any():
                 rows_of[kept] = stash.state[key].index_select(0, index[kept]).to(value.dtype)
             state[key] = rows_of
         return state
@@ -222,32 +219,14 @@ class KVStepsToEpisodes(ConnectorV2):
         return batch
 
 
-class BatchedNormalizeAndClipActions(ConnectorV2):
+class BatchedNormalizeAndClipActions(NormalizeAndClipActions):
     """Module-to-env, on the batched numpy output (after `TensorToNumpy`, before the
-    unbatching): RLlib's `NormalizeAndClipActions` for the whole batch at once, with
-    RLlib's own `unsquash_action` / `clip_action` (elementwise, so the same numbers as per
-    item). ACTIONS stay as sampled; ACTIONS_FOR_ENV go to the env."""
+    unbatching): RLlib's `NormalizeAndClipActions` (its settings and action-space struct)
+    for the whole batch at once, with RLlib's own `unsquash_action` / `clip_action`
+    (elementwise, so the same numbers as per item). ACTIONS stay as sampled;
+    ACTIONS_FOR_ENV go to the env."""
 
-    def __init__(
-        self,
-        input_observation_space: Any = None,
-        input_action_space: Any = None,
-        *,
-        normalize_actions: bool,
-        clip_actions: bool,
-        **kwargs: Any,
-    ) -> None:
-        self._action_space_struct = None
-        super().__init__(input_observation_space, input_action_space, **kwargs)
-        self.normalize_actions = normalize_actions
-        self.clip_actions = clip_actions
-
-    @override(ConnectorV2)
-    def recompute_output_action_space(self, input_observation_space: Any, input_action_space: Any):
-        self._action_space_struct = get_base_struct_from_space(input_action_space)
-        return input_action_space
-
-    @override(ConnectorV2)
+    @override(NormalizeAndClipActions)
     def __call__(
         self,
         *,
