@@ -446,6 +446,20 @@ MUTATIONS = [
         ("tests/analysis/test_interventions.py::test_a_carried_edit_changes_later_steps_only",),
         "a within-step edit would leak into later steps through the K/V cache",
     ),
+    Mutation(
+        "init-normal-keeps-biases",
+        "learners/models/init.py",
+        (("parameter.zero_()", "pass"),),
+        ("tests/learners/test_module_init.py::test_normal_scheme_gives_the_stated_statistics",),
+        "the 'normal' scheme would leave PyTorch's random biases in the trunk",
+    ),
+    Mutation(
+        "init-vf-scale-ignored",
+        "learners/models/base.py",
+        (("output_scale=self.init.vf_output_scale,", ""),),
+        ("tests/learners/test_module_init.py::test_output_scales_scale_the_heads_last_layer",),
+        "vf_output_scale would be recorded in config.json but never applied",
+    ),
 ]
 
 

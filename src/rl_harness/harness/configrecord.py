@@ -3,7 +3,8 @@
 results/<run-id>/config.json holds
 
     {"algorithm_class": "ray.rllib.algorithms.ppo.ppo.PPO",
-     "module": {"class": "<module.qualname>", "model_config": {...}},
+     "module": {"class": "<module.qualname>", "model_config": {...},
+                "init": {...}},  # only for a module class with `resolved_init`
      ...every key of AlgorithmConfig.to_dict(): env, env_config, lr, gamma, batch sizes,
         env-runner and learner settings, seed, ...; and for a private key with a public
         property (`_train_batch_size_per_learner`), the property's resolved value too}
@@ -13,6 +14,9 @@ names ("module.qualname"), dataclasses such as `RLModuleSpec` their fields (the 
 and model_config included), NumPy values numbers, anything else its repr without memory
 addresses; non-finite floats become the strings "inf", "-inf" and "nan". Secrets are redacted
 as in every record (harness/redaction.py), and string values under secret-named keys too.
+`module.init` is the initialisation the module will get with its defaults filled in, asked of
+the module class (`resolved_init(model_config)`, the library's ActorCriticRLModule has it), so
+a recipe that relies on defaults still records them; a class without the method records none.
 `flat_config` gives the dotted keys that `rl-harness diff`, `--log-to` and `compare` use.
 """
 
@@ -106,10 +110,17 @@ def _module_record(config: AlgorithmConfig) -> dict[str, Any] | None:
             model_config = config.model_config
         except Exception:
             model_config = None
-    return {
+    record = {
         "class": qualified_name(module_class) if module_class is not None else None,
         "model_config": config_value(model_config),
     }
+    resolve = getattr(module_class, "resolved_init", None)
+    if callable(resolve):
+        try:
+            record["init"] = config_value(resolve(model_config))
+        except ValueError:
+            pass  # a bad init key: building the module fails with that key's message
+    return record
 
 
 # Private to_dict() keys whose public property resolves RLlib's defaults cheaply (`is_atari`,

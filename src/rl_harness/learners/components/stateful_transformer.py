@@ -106,6 +106,7 @@ class StatefulTransformerEncoder(nn.Module):
     """(B, T, input_dim) steps + cache -> (final normed residual (B, T, d_model), new cache).
 
     `context` counts the step itself: each position sees at most `context` steps.
+    `input_bias` (default True): whether the input projection has a bias.
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class StatefulTransformerEncoder(nn.Module):
         num_layers: int = 2,
         ff_dim: int | None = None,
         rope_base: float = 10000.0,
+        input_bias: bool = True,
     ) -> None:
         super().__init__()
         self.input_dim = positive_int("input_dim", input_dim)
@@ -137,7 +139,7 @@ class StatefulTransformerEncoder(nn.Module):
             )
         if not rope_base > 1.0:
             raise ValueError(f"rope_base must be > 1, got {rope_base!r}")
-        self.embed = nn.Linear(input_dim, d_model)
+        self.embed = nn.Linear(input_dim, d_model, bias=input_bias)
         self.blocks = nn.ModuleList(
             CachedBlock(d_model, num_heads, context, ff_dim) for _ in range(num_layers)
         )

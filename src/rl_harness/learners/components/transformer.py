@@ -109,7 +109,8 @@ class CausalTransformerEncoder(nn.Module):
     `token_input=True`, integer token ids (B, W) in [0, input_dim), embedded. Position i
     attends to positions <= i only, so the last position summarises the whole window.
     Options (module docstring): d_head (default d_model / num_heads), activation ("gelu"),
-    positions ("learned"), final_norm (True), rope_base (10000, rotary only).
+    positions ("learned"), final_norm (True), rope_base (10000, rotary only), input_bias
+    (True: the linear input projection has a bias; token embeddings never do).
     """
 
     def __init__(
@@ -128,6 +129,7 @@ class CausalTransformerEncoder(nn.Module):
         positions: str = "learned",
         final_norm: bool = True,
         rope_base: float = 10000.0,
+        input_bias: bool = True,
     ) -> None:
         super().__init__()
         self.input_dim = positive_int("input_dim", input_dim)
@@ -162,7 +164,9 @@ class CausalTransformerEncoder(nn.Module):
         self.positions = positions
         self.rope_base = float(rope_base)
         self.embed: nn.Module = (
-            nn.Embedding(input_dim, d_model) if token_input else nn.Linear(input_dim, d_model)
+            nn.Embedding(input_dim, d_model)
+            if token_input
+            else nn.Linear(input_dim, d_model, bias=input_bias)
         )
         self.position: nn.Parameter | None = None
         if positions == "learned":

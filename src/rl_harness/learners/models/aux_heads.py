@@ -4,7 +4,8 @@ Compose before the module class, e.g.
 `class Leaf(NextTokenAuxHeadMixin, GRUActorCritic): ...`. Each head reads the
 module's representation (`Columns.EMBEDDINGS` of `_forward_train`, width
 `representation_dim`), so it works on any ActorCriticRLModule. Heads only run
-in training forward passes; acting never pays for them.
+in training forward passes; acting never pays for them. They keep PyTorch's init under every
+"init" scheme (the scheme initialises the trunk only).
 """
 
 from __future__ import annotations

@@ -13,15 +13,13 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components import ACTIVATIONS, MLPHead
+from rl_harness.learners.models.init import INIT_KEYS, ModuleInit, module_init, normal_init_
 from rl_harness.learners.models.model_config import (
     check_known_keys,
     config_choice,
     config_sizes,
 )
 from rl_harness.learners.models.spaces import action_dist_input_dim
-
-# Small initial policy logits: PPO starts near the uniform policy.
-_POLICY_OUTPUT_SCALE = 0.01
 
 
 class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
@@ -35,6 +33,16 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
     model_config keys shared by all subclasses:
       "head_hidden_sizes": hidden layers of the pi and vf heads (default []).
       "activation": one of tanh, relu, gelu, silu (default "tanh").
+      "init": the trunk's initialisation, "torch_default" (default) or "normal"
+        (every trunk weight N(0, "init_std"), default std 0.02, every trunk bias 0,
+        LayerNorms (1, 0), a transformer's linear input projection without a bias: the
+        original belief-geometry study's transformers);
+      "init_std": the std of "normal" (refused with "torch_default");
+      "pi_output_scale" (default 0.01), "vf_output_scale" (default 1.0): factors on the
+        policy / value head's last-layer weights (their biases start at 0).
+    Details: `rl_harness.learners.models.init`. The resolved initialisation is `self.init`
+    (a `ModuleInit`) and, before any module is built, `resolved_init(model_config)`: the
+    harness records it in config.json under `module.init`.
 
     Configs are strict: every class in the MRO (module, trunk, composed head
     mixins) lists the keys it reads in `MODEL_CONFIG_KEYS`; any other key fails
@@ -45,8 +53,9 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
     (RLlib's TorchDiagGaussian: the pi head outputs means and log-stds).
     """
 
-    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("head_hidden_sizes", "activation")
+    MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("head_hidden_sizes", "activation", *INIT_KEYS)
     representation_dim: int
+    init: ModuleInit
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # These modules build their own layers; drop the algorithm's default catalog
@@ -81,11 +90,22 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
             key for klass in cls.__mro__ for key in vars(klass).get("MODEL_CONFIG_KEYS", ())
         )
 
+    @classmethod
+    def resolved_init(cls, model_config: dict[str, Any] | None) -> dict[str, Any]:
+        """The initialisation `model_config` gives this class, defaults filled in (what
+        config.json records under `module.init`): {"init", "init_std", "pi_output_scale",
+        "vf_output_scale"}. Raises ValueError, naming the key, for a bad value."""
+        return module_init(model_config or {}).to_dict()
+
     @override(RLModule)
     def setup(self) -> None:
         config = self.model_config or {}
         check_known_keys(config, self.accepted_model_config_keys(), type(self).__name__)
+        self.init = module_init(config)
         self.representation_dim = self.setup_trunk(config)
+        if self.init.init_std is not None:
+            # Only the trunk exists yet: the heads below (and head mixins') keep their init.
+            normal_init_(self, self.init.init_std)
         head_sizes = config_sizes(config, "head_hidden_sizes", (), allow_empty=True)
         activation = config_choice(config, "activation", "tanh", ACTIVATIONS)
         self.pi = MLPHead(
@@ -93,14 +113,23 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
             action_dist_input_dim(self.action_space),
             head_sizes,
             activation,
-            output_scale=_POLICY_OUTPUT_SCALE,
+            output_scale=self.init.pi_output_scale,
         )
-        self.vf = MLPHead(self.representation_dim, 1, head_sizes, activation)
+        self.vf = MLPHead(
+            self.representation_dim,
+            1,
+            head_sizes,
+            activation,
+            output_scale=self.init.vf_output_scale,
+        )
         self._mode_dependent = self._has_mode_dependent_layers()
 
     @abc.abstractmethod
     def setup_trunk(self, config: dict[str, Any]) -> int:
-        """Build the trunk's layers from model_config; return the representation width."""
+        """Build the trunk's layers from model_config; return the representation width.
+
+        `self.init` is set when this runs (a transformer reads `self.init.input_bias`); the
+        base applies a "normal" scheme to every layer this registers, after it returns."""
 
     @abc.abstractmethod
     def representation(

@@ -20,7 +20,10 @@ class GRUActorCritic(ActorCriticRLModule):
     """GRU trunk over the per-step flattened observation (discrete parts one-hot).
 
     model_config: "max_seq_len" (required: RLlib's training sequence length),
-    "hidden_size" (default 64), "num_layers" (default 1), plus the shared keys.
+    "hidden_size" (default 64), "num_layers" (default 1), plus the shared keys, the
+    initialisation among them: "init" "torch_default" (default) or "normal" (every GRU
+    weight matrix N(0, "init_std"), every GRU bias 0), "pi_output_scale" (0.01),
+    "vf_output_scale" (1.0).
 
     Stateful: RLlib adds the time dim, so obs is (B, T, *obs_shape) (T = 1 when
     acting) and STATE_IN/STATE_OUT is {"h": (B, num_layers, hidden_size)}.

@@ -17,7 +17,9 @@ class MLPActorCritic(ActorCriticRLModule):
     """MLP trunk over the flattened observation (discrete parts one-hot).
 
     model_config: "hidden_sizes" (default [64, 64]), plus the shared keys of
-    ActorCriticRLModule. `encode(batch)` returns the last hidden layer,
+    ActorCriticRLModule, the initialisation among them: "init" "torch_default" (default) or
+    "normal" (every encoder Linear N(0, "init_std"), biases 0), "pi_output_scale" (0.01),
+    "vf_output_scale" (1.0). `encode(batch)` returns the last hidden layer,
     shape (B, hidden_sizes[-1]) (or (B, T, ...) if obs has a time dim).
     """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,15 @@ def config_float(
         raise ValueError(
             f"model_config[{key!r}] must be a number in [{low}, {high}), got {value!r}"
         )
+    return float(value)
+
+
+def config_positive_float(config: Mapping[str, Any], key: str, default: float) -> float:
+    """A finite float > 0 under `key` (a std, a scale)."""
+    value = _get(config, key, default)
+    ok = not isinstance(value, bool) and isinstance(value, int | float)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"model_config[{key!r}] must be a positive number, got {value!r}")
     return float(value)
 
 

@@ -18,7 +18,10 @@ model_config keys:
                  column, so install `PrevActionToBatch` on both sides:
                  config.env_runners(env_to_module_connector=prev_action_env_to_module)
                  config.learners(learner_connector=prev_action_learner)
-  plus the shared "head_hidden_sizes" and "activation" of ActorCriticRLModule.
+  plus the shared "head_hidden_sizes" and "activation" of ActorCriticRLModule, and its
+  initialisation keys: "init" "torch_default" (default) or "normal" (every trunk weight
+  N(0, "init_std" = 0.02), biases 0, LayerNorms (1, 0), the input projection without a
+  bias), "pi_output_scale" (0.01), "vf_output_scale" (1.0).
 The original library's names map as n_layers -> num_layers, n_heads -> num_heads;
 unknown keys fail.
 
@@ -105,6 +108,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             num_heads=config_int(config, "num_heads", 4),
             num_layers=config_int(config, "num_layers", 2),
             ff_dim=config_int(config, "ff_dim", 4 * d_model),
+            input_bias=self.init.input_bias,
         )
         return d_model
 

@@ -40,6 +40,13 @@ class TransformerActorCritic(ActorCriticRLModule):
       "positions"      "learned" (default) or "rotary"
       "final_norm"     LayerNorm after the last block (default True)
       "dropout" (0.0), plus the shared "head_hidden_sizes" and "activation" (the heads').
+      "init"           "torch_default" (default) or "normal": every trunk weight (input
+                       projection or token embedding, attention, MLP, learned positions)
+                       N(0, "init_std" = 0.02), biases 0, LayerNorms (1, 0), and the linear
+                       input projection built without a bias
+      "pi_output_scale" (0.01), "vf_output_scale" (1.0): the heads' last-layer factors.
+    The original belief-geometry study's init: {"init": "normal", "init_std": 0.02,
+    "pi_output_scale": 1.0, "vf_output_scale": 1.0}.
 
     The belief-geometry paper's transformer (Shai et al. 2024) on the HMM env's 10-token
     window: {"context_len": 10, "newest_first": True, "d_model": 64, "num_layers": 4,
@@ -105,6 +112,7 @@ class TransformerActorCritic(ActorCriticRLModule):
             activation=config_choice(config, "mlp_activation", "gelu", MLP_ACTIVATIONS),
             positions=positions,
             final_norm=config_bool(config, "final_norm", True),
+            input_bias=self.init.input_bias,
         )
         return d_model
 
