@@ -212,3 +212,19 @@ def test_checkpoints_at_step_0_and_each_doubling_of_env_steps(plan_name):
         "FULL": [1, 2, 4, 8, 16, 32, 64, 128, 256],
     }
     assert due == expected[plan_name]
+
+
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_each_leaf_states_the_original_init_and_config_json_records_it(leaf):
+    """Every flagship leaf states the original study's initialisation (issue 37) in its
+    MODEL_CONFIG, and the record the harness writes as config.json holds it resolved."""
+    import json
+
+    from rl_harness.harness.configrecord import config_record
+
+    original = {"init": "normal", "init_std": 0.02, "pi_output_scale": 1.0, "vf_output_scale": 1.0}
+    module = recipe(leaf)
+    config = module.build_config(module.SMOKE)
+    stated = {k: v for k, v in config.rl_module_spec.model_config.items() if k in original}
+    assert stated == original
+    assert json.loads(json.dumps(config_record(config)))["module"]["init"] == original

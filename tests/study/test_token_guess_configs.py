@@ -28,7 +28,12 @@ STUDY = "experiments.mess3_token_guess"
 TRAINING_LEAVES = {
     "ppo": f"{STUDY}.ppo.experiment",
     "supervised": f"{STUDY}.supervised.experiment",
+    "ppo_default_init": f"{STUDY}.ppo_default_init.experiment",
 }
+# The original study's initialisation (issue 37), and the library default the ablation states.
+ORIGINAL_INIT = {"init": "normal", "init_std": 0.02, "pi_output_scale": 1.0, "vf_output_scale": 1.0}
+DEFAULT_INIT = {"init": "torch_default", "pi_output_scale": 0.01, "vf_output_scale": 1.0}
+LEAF_INIT = {"ppo": ORIGINAL_INIT, "supervised": ORIGINAL_INIT, "ppo_default_init": DEFAULT_INIT}
 PAPER_MODEL = {
     "context_len": 10,
     "newest_first": True,
@@ -83,9 +88,11 @@ def test_leaf_builds_the_issues_config(leaf, plan_name):
     assert (config.lr, config.gamma, config.lambda_, config.entropy_coeff) == (1e-4, 0.0, 0.0, 0.0)
     built, env = _built_module(config)
     assert isinstance(built, TransformerActorCritic) and not built.is_stateful()
-    assert config.rl_module_spec.model_config == PAPER_MODEL
+    assert config.rl_module_spec.model_config == PAPER_MODEL | LEAF_INIT[leaf]
     assert env.single_observation_space.shape == (30,)  # 10 one-hot tokens
-    assert sum(p.numel() for p in built.parameters()) == 143_204
+    # The original init builds the input projection without its 64 biases.
+    original = LEAF_INIT[leaf] is ORIGINAL_INIT
+    assert sum(p.numel() for p in built.parameters()) == 143_204 - 64 * original
     assert issubclass(config.learner_class, PPOTorchLearner)
     supervised = leaf == "supervised"
     assert issubclass(config.learner_class, SupervisedNextTokenLossMixin) is supervised
@@ -143,7 +150,38 @@ def test_leaves_differ_only_in_the_loss(plan_name):
         supervised.build_config(budgets(supervised)[plan_name])
     )
     assert asdict(budgets(ppo)[plan_name]) == asdict(budgets(supervised)[plan_name])
-    assert synthesis.TRAINING_LEAVES == ("ppo", "supervised")
+    assert synthesis.TRAINING_LEAVES == ("ppo", "supervised", "ppo_default_init")
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+def test_init_ablation_differs_from_ppo_only_in_the_initialisation(plan_name):
+    ppo, ablation = recipe("ppo"), recipe("ppo_default_init")
+    a = ppo.build_config(budgets(ppo)[plan_name])
+    b = ablation.build_config(budgets(ablation)[plan_name])
+    keys = ("clip_param", "vf_loss_coeff", "learner_class")
+    assert {k: getattr(a, k) for k in keys} == {k: getattr(b, k) for k in keys}
+    science_a, science_b = _science(a), _science(b)
+    model_a, model_b = science_a.pop("model"), science_b.pop("model")
+    assert science_a == science_b and a.env_config == b.env_config
+    assert {k: v for k, v in model_a.items() if k not in ORIGINAL_INIT} == {
+        k: v for k, v in model_b.items() if k not in ORIGINAL_INIT
+    }
+    assert (model_a | DEFAULT_INIT) == model_b | {"init_std": 0.02}
+    assert asdict(budgets(ppo)[plan_name]) == asdict(budgets(ablation)[plan_name])
+
+
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_each_leaf_states_its_init_and_config_json_records_it(leaf):
+    """Every training leaf states all its initialisation keys in MODEL_CONFIG, and the record
+    the harness writes as config.json holds them resolved under module.init."""
+    from rl_harness.harness.configrecord import config_record
+
+    module = recipe(leaf)
+    config = module.build_config(module.SMOKE)
+    stated = {k: v for k, v in config.rl_module_spec.model_config.items() if k in ORIGINAL_INIT}
+    assert stated == LEAF_INIT[leaf]
+    record = json.loads(json.dumps(config_record(config)))
+    assert record["module"]["init"] == {"init_std": None} | LEAF_INIT[leaf]
 
 
 def test_ceilings_are_exact_and_agree_with_filtering():
@@ -397,26 +435,68 @@ def test_synthesis_pairs_within_branch_r2_by_seed():
             ]
         }
 
+    original, default = "normal 0.02, pi x1, vf x1", "torch_default, pi x0.01, vf x1"
+    ppo, supervised = synthesis.Arm("ppo", original), synthesis.Arm("supervised", original)
+    ablation = synthesis.Arm("ppo_default_init", default)
     records = {
-        "ppo": {0: record(0.5, 0.8), 1: record(0.4, 0.6), 2: record(0.5, 0.7)},
-        "supervised": {0: record(0.5, 0.9), 1: record(0.4, 0.95), 2: record(0.5, 1.0)},
+        ppo: {0: record(0.5, 0.8), 1: record(0.4, 0.6), 2: record(0.5, 0.7)},
+        supervised: {0: record(0.5, 0.9), 1: record(0.4, 0.95), 2: record(0.5, 1.0)},
+        ablation: {0: record(0.5, 0.6), 1: record(0.4, 0.5)},
+        # another init of supervised: no supervised - ppo pair across initialisations
+        synthesis.Arm("supervised", default): {0: record(0.5, 0.9)},
     }
     controls = {0: {"r2_within_branch": 0.3}, 1: {"r2_within_branch": 0.2}, 2: {}}
     rows = {r["difference"]: r for r in synthesis.paired_differences(records, controls)}
-    gain = rows["ppo end - its step 0"]
+    gain = rows[f"ppo [{original}] end - its step 0"]
     assert gain["per_seed"] == pytest.approx({"0": 0.3, "1": 0.2, "2": 0.2})
     # mean 0.2333, sd 0.0577, t(0.975, 2) = 4.303: half width 0.1434
     assert gain["mean"] == pytest.approx(0.23333, abs=1e-4)
     assert gain["high"] - gain["mean"] == pytest.approx(0.1434, abs=1e-3)
-    window = rows["ppo end - raw window"]
+    window = rows[f"ppo [{original}] end - raw window"]
     assert window["per_seed"]["2"] is None and window["n"] == 2
-    assert rows["supervised end - ppo end"]["per_seed"] == pytest.approx(
-        {"0": 0.1, "1": 0.35, "2": 0.3}
-    )
+    between = [name for name in rows if "end - ppo" in name or "end - supervised" in name]
+    assert sorted(between) == [
+        f"ppo [{original}] end - ppo_default_init [{default}] end",
+        f"supervised [{original}] end - ppo [{original}] end",
+    ]
+    assert rows[between[1]]["per_seed"] == pytest.approx({"0": 0.1, "1": 0.35, "2": 0.3})
+    assert rows[between[0]]["per_seed"] == pytest.approx({"0": 0.2, "1": 0.1})  # seeds of both
     markdown = synthesis.controls_markdown(
         {0: {"r2": 0.9, "r2_within_branch": 0.3}}, list(rows.values())
     )
     assert (
-        "| ppo end - its step 0 | s0 0.300, s1 0.200, s2 0.200 | +0.233 [+0.090, +0.377] |"
-        in markdown
+        f"| ppo [{original}] end - its step 0 | s0 0.300, s1 0.200, s2 0.200 "
+        "| +0.233 [+0.090, +0.377] |" in markdown
     )
+
+
+def _with_config(folder, model_config, init=None):
+    module = {"class": "x", "model_config": model_config} | ({"init": init} if init else {})
+    (folder / "config.json").write_text(json.dumps({"module": module}))
+
+
+def test_synthesis_arms_split_leaves_by_recorded_init_and_code(tmp_path):
+    """Runs of one leaf with different initialisations, or of earlier training code, are
+    separate arms; a run from before the init keys is labelled by the library default."""
+    old = _write_run(tmp_path, "ppo", "20261205T000000Z-a", [])
+    new = _write_run(tmp_path, "ppo", "20261206T000000Z-b", [])
+    ablation = _write_run(tmp_path, "ppo_default_init", "20261206T000000Z-c", [])
+    _with_config(old, PAPER_MODEL)  # no module.init: recorded before the keys existed
+    _with_config(new, PAPER_MODEL | ORIGINAL_INIT, init={"init_std": 0.02} | ORIGINAL_INIT)
+    _with_config(ablation, PAPER_MODEL | DEFAULT_INIT, init={"init_std": None} | DEFAULT_INIT)
+    _with_library(old, "c0", {"learners/models/base.py": "old", "envs/y.py": "1"})
+    for folder in (new, ablation):
+        _with_library(folder, "c1", {"learners/models/base.py": "new", "envs/y.py": "1"})
+    folders = synthesis.run_folders(tmp_path, smoke=False)
+    current, earlier = synthesis.split_by_code([p for ps in folders.values() for p in ps])
+    assert earlier == [old] and sorted(current) == sorted([new, ablation])
+    arms = synthesis.arm_folders(folders, earlier)
+    assert {arm.name: [p.name for p in paths] for arm, paths in arms.items()} == {
+        "ppo [torch_default, pi x0.01, vf x1] (earlier code)": [old.name],
+        "ppo [normal 0.02, pi x1, vf x1]": [new.name],
+        "ppo_default_init [torch_default, pi x0.01, vf x1]": [ablation.name],
+    }
+    # Earlier code is never paired; the init ablation is.
+    assert [(a.leaf, b.leaf) for a, b in synthesis.contrasts(list(arms))] == [
+        ("ppo", "ppo_default_init")
+    ]

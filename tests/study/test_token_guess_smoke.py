@@ -110,6 +110,14 @@ def test_both_leaves_start_from_the_same_weights(study_runs):
     assert ppo.keys() == supervised.keys()
     assert all(torch.equal(ppo[k], supervised[k]) for k in ppo)
     assert step_0["ppo"]["probe"] == step_0["supervised"]["probe"]
+    # The init ablation starts elsewhere: PyTorch's default trunk (its input projection has a
+    # bias), policy output x 0.01.
+    ablation = _weights(step_0["ppo_default_init"]["source"])
+    assert set(ablation) - set(ppo) == {"transformer.embed.bias"}
+    block = "transformer.blocks.0.mlp.0.weight"
+    assert ppo[block].std() == pytest.approx(0.02, abs=0.002)
+    assert ablation[block].std() > 0.05  # uniform in +-1/sqrt(64): std 0.072
+    assert ablation["pi.net.0.weight"].abs().max() < 0.01 < ppo["pi.net.0.weight"].abs().max()
 
 
 @pytest.mark.slow
@@ -123,16 +131,21 @@ def test_synthesis_smoke_compares_the_leaves(study_runs):
         {"MESS3_TOKEN_GUESS_RUNS": str(root)},
     )
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["runs"] == 2
+    assert result["runs"] == 3
     accuracy = {
         leaf: json.loads((runs[leaf] / "result.json").read_text())["greedy_accuracy"]
         for leaf in TRAINING_LEAVES
     }
-    assert {arm.rsplit("/", 1)[-1]: v for arm, v in result["greedy_accuracy"].items()} == (
+    # Arms are named by leaf and recorded initialisation.
+    assert {arm.split(" [")[0]: v for arm, v in result["greedy_accuracy"].items()} == (
         pytest.approx(accuracy)
     )
     table = (run_dir / "study_table.md").read_text()
     assert "Bayes-optimal accuracy, 10-token window | 0.6896" in table
-    assert "| ppo | 1,024 | 1 |" in table and "| supervised | 0 | 1 |" in table
+    original, default = "[normal 0.02, pi x1, vf x1]", "[torch_default, pi x0.01, vf x1]"
+    assert f"| ppo {original} | 1,024 | 1 |" in table
+    assert f"| supervised {original} | 0 | 1 |" in table
+    assert f"| ppo_default_init {default} | 1,024 | 1 |" in table
+    assert f"| ppo {original} end - ppo_default_init {default} end |" in table
     for name in ("comparison.png", "over_training.png"):
         assert matplotlib.image.imread(run_dir / name).shape[0] > 100

@@ -128,6 +128,12 @@ AUX_WEIGHT = 0.5  # next-visible-token cross-entropy weight in the learner's tot
 # The head's target: the token the agent sees next (delay 1: info["token"] of this step).
 AUX_TARGETS = {"next_token_aux": {"info_key": "token", "shift": 0}}
 MODEL_CONFIG = {
+    # The original study's initialisation (issue 37): trunk weights N(0, 0.02), trunk biases
+    # 0, input projection without a bias, policy and value heads at PyTorch's scale.
+    "init": "normal",
+    "init_std": 0.02,
+    "pi_output_scale": 1.0,
+    "vf_output_scale": 1.0,
     "max_seq_len": 64,
     "context": 64,
     "d_model": 96,

@@ -130,6 +130,12 @@ FULL = Budget(
 # The original study's transformer size. The previous action comes in the observation (the
 # env's action_window), so the module's own prev-action input stays off.
 MODEL_CONFIG = {
+    # The original study's initialisation (issue 37): trunk weights N(0, 0.02), trunk biases
+    # 0, input projection without a bias, policy and value heads at PyTorch's scale.
+    "init": "normal",
+    "init_std": 0.02,
+    "pi_output_scale": 1.0,
+    "vf_output_scale": 1.0,
     "max_seq_len": 64,
     "context": 64,
     "d_model": 96,

@@ -5,7 +5,10 @@ is paid 1 whenever its action is the token the process emits next (NextTokenTask
 gamma 0 each guess is scored by its own reward alone (a contextual bandit), whose best
 policy is the Bayes-optimal guess argmax_k P(next token = k | belief). Its agent is the
 belief-geometry paper's transformer (Shai et al. 2024): d_model 64, 4 pre-norm layers, 1
-head of width 8, ReLU MLP of width 256, learned positions, a strict 10-token window. The
+head of width 8, ReLU MLP of width 256, learned positions, a strict 10-token window,
+initialised as the original study's (MODEL_CONFIG: trunk N(0, 0.02), zero biases, input
+projection without a bias, heads at PyTorch's scale; `ppo_default_init` is this leaf with the
+library's default initialisation, the init ablation). The
 question: as its greedy accuracy climbs toward the Bayes-optimal accuracy, does an affine
 probe of its post-final-norm residual recover the exact belief (the fractal), also within
 branches of equal last 2 tokens, and how does that compare with the supervised leaf at the
@@ -28,7 +31,9 @@ Results to expect: see the study README (CPU budget, 3 seeds).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -91,6 +96,12 @@ FULL = Budget(
 
 # The belief-geometry paper's transformer on the env's newest-first 10-token window.
 MODEL_CONFIG = {
+    # The original study's initialisation (issue 37): trunk weights N(0, 0.02), trunk biases
+    # 0, input projection without a bias, policy and value heads at PyTorch's scale.
+    "init": "normal",
+    "init_std": 0.02,
+    "pi_output_scale": 1.0,
+    "vf_output_scale": 1.0,
     "context_len": shared.TOKEN_WINDOW,
     "newest_first": True,
     "d_model": 64,
@@ -111,11 +122,11 @@ def budget(context: RunContext) -> Budget:
     return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
 
 
-def module_spec() -> RLModuleSpec:
-    return RLModuleSpec(module_class=TransformerActorCritic, model_config=MODEL_CONFIG)
+def module_spec(model_config: Mapping[str, Any] = MODEL_CONFIG) -> RLModuleSpec:
+    return RLModuleSpec(module_class=TransformerActorCritic, model_config=dict(model_config))
 
 
-def build_config(plan: Budget) -> PPOConfig:
+def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -> PPOConfig:
     """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
     return (
         PPOConfig()
@@ -137,22 +148,26 @@ def build_config(plan: Budget) -> PPOConfig:
             vf_loss_coeff=0.5,
             entropy_coeff=0.0,
         )
-        .rl_module(rl_module_spec=module_spec())
+        .rl_module(rl_module_spec=module_spec(model_config))
     )
 
 
-def run(context: RunContext) -> dict:
+def run(
+    context: RunContext, *, model_config: Mapping[str, Any] = MODEL_CONFIG, label: str = "ppo"
+) -> dict:
+    """Train and analyse; `model_config` and `label` are the init-ablation leaf's
+    (ppo_default_init), which is this leaf with another initialisation."""
     plan = budget(context)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
-        build_config(plan),
+        build_config(plan, model_config),
         context,
         stop=plan.iterations,
         checkpoint_schedule=shared.checkpoint_schedule(),
     )
     record = shared.analyze(
         context,
-        label="ppo",
+        label=label,
         plan=plan,
         training_curve=shared.TrainingCurve(
             key="env_runners/episode_return_mean",

@@ -92,6 +92,12 @@ FULL = Budget(
 
 # The belief-geometry paper's transformer on the env's newest-first 10-token window.
 MODEL_CONFIG = {
+    # The original study's initialisation (issue 37): trunk weights N(0, 0.02), trunk biases
+    # 0, input projection without a bias, policy and value heads at PyTorch's scale.
+    "init": "normal",
+    "init_std": 0.02,
+    "pi_output_scale": 1.0,
+    "vf_output_scale": 1.0,
     "context_len": shared.TOKEN_WINDOW,
     "newest_first": True,
     "d_model": 64,

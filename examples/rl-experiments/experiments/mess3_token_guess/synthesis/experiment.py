@@ -1,5 +1,13 @@
 """The study's comparison: PPO against supervised next-token training, over training.
 
+Arms (`arm_folders`): each leaf's runs split by the initialisation each run recorded in its
+config.json (`module.init`; a run from before the init keys had the library's only init,
+today's default) and by training code (`split_by_code`: runs whose library training files
+differ from the newest run's are "earlier code": shown over training beside the others,
+never compared, pooled or paired with them). Paired differences: each arm against its step 0
+and the raw window; supervised - ppo at one initialisation; ppo - ppo_default_init (the
+init ablation). arms.json maps every run to its arm.
+
 What it shows: for each leaf (ppo, supervised) over its runs (training seeds): greedy
 accuracy against the exact Bayes-optimal accuracy of a 10-token observer, and the affine
 probe's R² from the post-final-norm residual to the exact belief (global and within
@@ -10,10 +18,11 @@ schedule is the same for every run of a budget).
 
 Runs read: the completed runs under `<study>/<leaf>/results/` (or under
 `$MESS3_TOKEN_GUESS_RUNS/<leaf>/results/` when set) of the same kind as this run (smoke runs
-with --smoke, others without). Runs from different library commits are refused except in
-smoke mode (the error names them), or when the library source files they recorded differ
-only in the B2 mirror (`harness/storage/`, which a run without --log-to never calls):
-study_table.md then names the commits and the files that differ.
+with --smoke, others without). Runs from different library commits are compared only when
+the library source files they recorded differ only in the B2 mirror (`harness/storage/`,
+which a run without --log-to never calls): study_table.md then names the commits and the
+files that differ; runs of other training code are "earlier code" (above). Smoke mode
+compares every run.
 
 Run (from the experiment repo, after the training leaves):
 
@@ -33,6 +42,7 @@ over_training.png, and comparison.md/.json/.png.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -45,9 +55,15 @@ from scipy import stats
 
 from experiments.mess3_token_guess import shared
 from rl_harness import RunContext, write_json
-from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
+from rl_harness.analysis.comparison import (
+    Comparison,
+    compare_runs,
+    comparison_markdown,
+    write_comparison,
+)
+from rl_harness.learners.models import TransformerActorCritic
 
-TRAINING_LEAVES = ("ppo", "supervised")
+TRAINING_LEAVES = ("ppo", "supervised", "ppo_default_init")
 RUNS_ENV = "MESS3_TOKEN_GUESS_RUNS"  # a study root holding <leaf>/results/<run-id>/
 # result.json keys of each training run (see shared.summary).
 METRICS = [
@@ -103,6 +119,132 @@ def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
+def split_by_code(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """(runs of the newest run's training code, earlier runs): a run is of the same code when
+    every library file both runs loaded has the same content, outside OUTSIDE_TRAINING. Run
+    ids start with their UTC start time, so the newest is the greatest name."""
+    if not paths:
+        return [], []
+
+    def sources(path: Path) -> Mapping[str, str]:
+        manifest = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))
+        return (manifest.get("library") or {}).get("sources") or {}
+
+    reference = sources(max(paths, key=lambda path: path.name))
+    current, earlier = [], []
+    for path in paths:
+        files = sources(path)
+        same = all(
+            files[name] == digest
+            for name, digest in reference.items()
+            if name in files and not name.startswith(OUTSIDE_TRAINING)
+        )
+        (current if same else earlier).append(path)
+    return current, earlier
+
+
+def run_init(path: Path) -> dict[str, Any]:
+    """The initialisation a run's module got, from its config.json: `module.init` (recorded
+    since the init keys exist), else resolved from its model_config with the library's
+    defaults, which are the only init the library had before the keys (bit for bit)."""
+    record = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    module = record.get("module") or {}
+    if module.get("init"):
+        return dict(module["init"])
+    return TransformerActorCritic.resolved_init(module.get("model_config") or {})
+
+
+def init_label(init: Mapping[str, Any]) -> str:
+    """A short name of an initialisation, e.g. "normal 0.02, pi x1, vf x1"."""
+    trunk = init["init"] if init.get("init_std") is None else f"{init['init']} {init['init_std']:g}"
+    return f"{trunk}, pi x{init['pi_output_scale']:g}, vf x{init['vf_output_scale']:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """Runs that may be pooled: one leaf, one recorded initialisation, one training code."""
+
+    leaf: str
+    init: str  # init_label of the runs' recorded initialisation
+    earlier_code: bool = False  # trained by library code other than the newest run's
+
+    @property
+    def name(self) -> str:
+        return f"{self.leaf} [{self.init}]" + (" (earlier code)" if self.earlier_code else "")
+
+
+def arm_folders(
+    folders: Mapping[str, Sequence[Path]], earlier: Sequence[Path] = ()
+) -> dict[Arm, list[Path]]:
+    """{arm: its runs}: each leaf's runs split by their recorded initialisation and by code
+    (`earlier`: runs of earlier training code, never pooled with the current ones)."""
+    late = set(earlier)
+    arms: dict[Arm, list[Path]] = {}
+    for leaf, paths in folders.items():
+        for path in paths:
+            arm = Arm(leaf, init_label(run_init(path)), path in late)
+            arms.setdefault(arm, []).append(path)
+    return arms
+
+
+def contrasts(arms: Sequence[Arm]) -> list[tuple[Arm, Arm]]:
+    """The between-arm differences the study reads, as (a, b) for a - b: supervised against
+    ppo at the same initialisation; ppo against the init ablation (ppo_default_init)."""
+    pairs = []
+    for a in arms:
+        for b in arms:
+            if a.earlier_code or b.earlier_code:
+                continue
+            if (a.leaf, b.leaf) == ("supervised", "ppo") and a.init == b.init:
+                pairs.append((a, b))
+            if (a.leaf, b.leaf) == ("ppo", "ppo_default_init") and a.init != b.init:
+                pairs.append((a, b))
+    return pairs
+
+
+def compare_arms(arms: Mapping[Arm, Sequence[Path]], allow_mixed: bool) -> Comparison:
+    """`compare_runs` per arm (so runs of different initialisations never pool), merged into
+    one Comparison whose arms are named by leaf and initialisation."""
+    merged: Comparison | None = None
+    for arm, paths in arms.items():
+        part = compare_runs(paths, METRICS, allow_mixed=allow_mixed)
+        part = dataclasses.replace(
+            part,
+            arms=[dataclasses.replace(a, arm=arm.name) for a in part.arms],
+            runs=[dataclasses.replace(r, arm=arm.name) for r in part.runs],
+        )
+        if merged is None:
+            merged = part
+            continue
+        commits = list(dict.fromkeys([*merged.library_commits, *part.library_commits]))
+        merged = dataclasses.replace(
+            merged,
+            arms=[*merged.arms, *part.arms],
+            runs=[*merged.runs, *part.runs],
+            library_commits=commits,
+            notes=list(dict.fromkeys([*merged.notes, *part.notes])),
+        )
+    if merged is None:
+        raise RuntimeError("no runs to compare")
+    return merged
+
+
+def arms_markdown(arms: Mapping[Arm, Sequence[Path]]) -> str:
+    """Which runs form each arm (leaf, recorded initialisation, code)."""
+    lines = [
+        "\nArms: a leaf's runs split by the initialisation each run recorded (config.json "
+        "`module.init`; a run from before the init keys had the library default, "
+        "torch_default, pi x0.01, vf x1) and by training code; arms never pool. "
+        '"(earlier code)": trained by library code that differs from the newest run\'s in a '
+        "training file: shown over training only, not compared or paired.\n",
+        "| arm | runs |",
+        "|---|---|",
+    ]
+    for arm, paths in arms.items():
+        lines.append(f"| {arm.name} | {', '.join(sorted(p.name for p in paths))} |")
+    return "\n".join(lines) + "\n"
+
+
 def library_markdown(differences: Mapping[str, Any]) -> str:
     commits = differences["commits"]
     if len(commits) < 2:
@@ -115,9 +257,9 @@ def library_markdown(differences: Mapping[str, Any]) -> str:
     )
 
 
-def seed_records(folders: Mapping[str, Sequence[Path]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """{leaf: {seed: the run's probe_metrics.json}} (the newest run where a seed repeats)."""
-    records: dict[str, dict[int, dict[str, Any]]] = {}
+def seed_records[K](folders: Mapping[K, Sequence[Path]]) -> dict[K, dict[int, dict[str, Any]]]:
+    """{arm: {seed: the run's probe_metrics.json}} (the newest run where a seed repeats)."""
+    records: dict[K, dict[int, dict[str, Any]]] = {}
     for leaf, paths in folders.items():
         for path in sorted(paths):
             seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
@@ -126,7 +268,7 @@ def seed_records(folders: Mapping[str, Sequence[Path]]) -> dict[str, dict[int, d
     return records
 
 
-def window_controls(records: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> dict[int, Any]:
+def window_controls(records: Mapping[Any, Mapping[int, Mapping[str, Any]]]) -> dict[int, Any]:
     """{seed: the raw-window probe (shared.window_control) on that seed's probe episodes},
     with the probe budget the runs recorded."""
     from experiments.mess3_token_guess.ppo import experiment as ppo
@@ -149,39 +291,40 @@ def _step0(record: Mapping[str, Any], key: str) -> float | None:
 
 
 def paired_differences(
-    records: Mapping[str, Mapping[int, Mapping[str, Any]]], controls: Mapping[int, Any]
+    records: Mapping[Arm, Mapping[int, Mapping[str, Any]]], controls: Mapping[int, Any]
 ) -> list[dict[str, Any]]:
     """Per-seed differences of within-branch R² (the statistic that carries the claim), with
-    their mean and 95% Student-t interval across seeds: each leaf's trained network against
-    its own step-0 network and against the raw window; supervised against ppo."""
-    ppo, supervised = records.get("ppo", {}), records.get("supervised", {})
+    their mean and 95% Student-t interval across seeds: each arm's trained network against
+    its own step-0 network and against the raw window; then `contrasts` (supervised - ppo at
+    one initialisation, ppo - ppo_default_init: the init ablation)."""
     key = "r2_within_branch"
     pairs: list[tuple[str, dict[int, float | None]]] = []
-    for leaf, by_seed in (("ppo", ppo), ("supervised", supervised)):
+    for arm, by_seed in records.items():
         pairs.append(
             (
-                f"{leaf} end - its step 0",
+                f"{arm.name} end - its step 0",
                 {s: _minus(_final(r, key), _step0(r, key)) for s, r in by_seed.items()},
             )
         )
         pairs.append(
             (
-                f"{leaf} end - raw window",
+                f"{arm.name} end - raw window",
                 {
                     s: _minus(_final(r, key), controls.get(s, {}).get(key))
                     for s, r in by_seed.items()
                 },
             )
         )
-    pairs.append(
-        (
-            "supervised end - ppo end",
-            {
-                s: _minus(_final(supervised[s], key), _final(ppo[s], key))
-                for s in sorted(set(ppo) & set(supervised))
-            },
+    for a, b in contrasts(list(records)):
+        pairs.append(
+            (
+                f"{a.name} end - {b.name} end",
+                {
+                    s: _minus(_final(records[a][s], key), _final(records[b][s], key))
+                    for s in sorted(set(records[a]) & set(records[b]))
+                },
+            )
         )
-    )
     rows = []
     for name, by_seed in pairs:
         values = np.array([v for v in by_seed.values() if v is not None], dtype=np.float64)
@@ -337,15 +480,22 @@ def run(context: RunContext) -> dict:
             "run the training leaves first"
         )
     every = [path for paths in folders.values() for path in paths]
-    differences = library_source_differences(every)
-    comparison = compare_runs(
-        every, METRICS, allow_mixed=context.smoke or differences["same_code_for_training"]
+    # Runs of earlier training code are shown over training beside the current ones, never
+    # pooled or paired with them (smoke runs: all current).
+    current, earlier = (every, []) if context.smoke else split_by_code(every)
+    differences = library_source_differences(current)
+    arms = arm_folders(folders, earlier)
+    current_arms = {arm: paths for arm, paths in arms.items() if not arm.earlier_code}
+    comparison = compare_arms(
+        current_arms, allow_mixed=context.smoke or differences["same_code_for_training"]
     )
     files = write_comparison(comparison, context.results_dir)
-    table = over_training(folders)
-    records = seed_records(folders)
+    table = over_training({arm.name: paths for arm, paths in arms.items()})
+    records = seed_records(current_arms)
     controls = window_controls(records)
     paired = paired_differences(records, controls)
+    run_arms = {path.name: arm.name for arm, paths in arms.items() for path in paths}
+    write_json(context.results_dir / "arms.json", run_arms)
     write_json(
         context.results_dir / "controls.json",
         {"raw_window": {str(s): c for s, c in controls.items()}, "paired": paired},
@@ -357,6 +507,7 @@ def run(context: RunContext) -> dict:
         "# MESS3 token guess: PPO and supervised next-token training\n\n"
         + ceilings_markdown(shared.ceilings())
         + library_markdown(differences)
+        + arms_markdown(arms)
         + "\n## At the end of training\n\n"
         + comparison_markdown(comparison)
         + "\n## Controls and paired differences\n\n"
@@ -378,5 +529,6 @@ def run(context: RunContext) -> dict:
         "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
         "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]
-        + ["controls.json", "over_training.json", "over_training.png"],
+        + ["arms.json", "controls.json", "over_training.json", "over_training.png"],
+        "earlier_code_runs": sorted(path.name for path in earlier),
     }
