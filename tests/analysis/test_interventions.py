@@ -248,6 +248,66 @@ def test_the_action_shift_figure_draws_every_series(tmp_path):
         plot_action_shifts(tmp_path / "x.png", report, layers=["block_1"], title="toy")
 
 
+def test_a_saturated_policy_moves_fully_before_the_clip_and_the_clipped_fraction_is_exact():
+    """RLlib's unsquashing clips the mean to [-1, 1] before scaling it to the bounds (+-100).
+    The toy's mean is 0.75 A b, so some coordinates saturate; the optimal policy is the
+    unclipped 75 A b. Before the clip the belief edit moves the action by exactly the optimal
+    shift (fraction 1); after it, by less. The clipped fraction is the share of coordinates
+    with |0.75 A b| > 1, unedited (b) and after the edit (b', which the probe then reads)."""
+    rollouts = toy_rollouts()
+    space = gym.spaces.Box(-100.0, 100.0, (ACTIONS,), np.float32)
+    rng = np.random.default_rng(11)
+    corners = corner_beliefs(rollouts.targets, rng)
+    module = toy_module("belief", scale=0.75)
+    with torch.no_grad():  # cancel the representation's +10: the mean is 0.75 A b exactly
+        module.pi.net[-1].bias[:ACTIONS] = torch.as_tensor(-7.5 * A.sum(1), dtype=torch.float32)
+    report = belief_interventions(
+        module,
+        rollouts,
+        layers=["representation"],
+        optimal_policy=lambda beliefs: 75.0 * beliefs @ A.T,
+        counterfactuals={"corners": corners},
+        seed=0,
+        n_bootstrap=50,
+        ridge=1e-9,
+        action_transform=rllib_action_transform(space),
+        pre_clip_transform=rllib_action_transform(space, unclipped=True),
+    )
+    scores = report.modules["agent"]["representation"].edits["corners"]
+    assert scores.pre_clip["belief"].fraction.value == pytest.approx(1.0, abs=1e-5)
+    assert scores.pre_clip["belief"].correlation.value == pytest.approx(1.0, abs=1e-6)
+    assert scores.belief.fraction.value < 0.9  # saturation hides part of the shift
+    test = np.asarray(report.test_episodes)
+
+    def saturated(beliefs: np.ndarray) -> float:
+        return float(np.mean(np.abs(0.75 * beliefs @ A.T) > 1.0))
+
+    expected_before, expected_after = saturated(rollouts.targets[test]), saturated(corners[test])
+    assert 0.01 < expected_before < expected_after < 0.95  # a case with something to count
+    assert scores.clipped_fraction["unedited"] == pytest.approx(expected_before, abs=1e-12)
+    assert scores.clipped_fraction["belief"] == pytest.approx(expected_after, abs=1e-12)
+    assert 0.0 <= scores.clipped_fraction["random_orthogonal"] <= 1.0
+    as_json = report.to_dict()["modules"]["agent"]["representation"]["edits"]["corners"]
+    assert as_json["pre_clip"]["belief"]["fraction"]["value"] == pytest.approx(1.0, abs=1e-5)
+    assert as_json["clipped_fraction"]["unedited"] == pytest.approx(expected_before)
+    # Without a transform nothing is clipped and the two shifts are the same.
+    plain = _interventions(toy_module("belief"), None, rollouts)
+    edit = plain.modules["agent"]["representation"].edits["corners"]
+    assert edit.clipped_fraction == {"unedited": 0.0, "belief": 0.0, "random_orthogonal": 0.0}
+    assert edit.pre_clip["belief"].fraction.value == pytest.approx(edit.belief.fraction.value)
+
+
+def test_the_unclipped_rllib_transform_is_the_affine_unsquash():
+    space = gym.spaces.Box(np.array([0.0, -1.0]), np.array([2.0, 3.0]), dtype=np.float64)
+    raw = np.array([[0.5, -1.5], [2.0, 0.1]])
+    clipped = rllib_action_transform(space)(raw)
+    affine = rllib_action_transform(space, unclipped=True)(raw)
+    np.testing.assert_allclose(affine, [[1.5, -2.0], [3.0, 1.2]])
+    np.testing.assert_allclose(clipped, [[1.5, -1.0], [2.0, 1.2]], rtol=1e-6)
+    same = rllib_action_transform(space, normalize_actions=False, unclipped=True)(raw)
+    np.testing.assert_array_equal(same, raw)
+
+
 # ---------------------------------------------------------------------------- real modules
 
 

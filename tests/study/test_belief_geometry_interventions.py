@@ -85,6 +85,11 @@ def finished_run(tmp_path_factory):
     return results, checkpoint
 
 
+def _pre_clip_fraction(edits):
+    fraction = edits["pre_clip"]["belief"]["fraction"]
+    return None if fraction is None else fraction["value"]
+
+
 def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     results, checkpoint = finished_run
     headline = backfill_cli.backfill(results, optimal_policy=stand_in_policy)
@@ -106,6 +111,14 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     edits = report["modules"]["agent"]["final_norm"]["edits"]["corners"]
     assert set(edits) >= {"belief", "random_orthogonal", "belief_minus_random"}
     assert edits["probe_miss_rms"] < 1e-3  # the edit made the probe read the corner
+    # Beside the post-clip scores: the pre-clip ones and the clipped fractions (issue 37).
+    assert written["schema_version"] == 2
+    assert set(edits["pre_clip"]) == {"belief", "random_orthogonal"}
+    assert set(edits["clipped_fraction"]) == {"unedited", "belief", "random_orthogonal"}
+    assert all(0.0 <= value <= 1.0 for value in edits["clipped_fraction"].values())
+    headline_corners = shared.intervention_headline(written)["final_norm"]["corners"]
+    assert headline_corners["agent_clipped_fraction"] == edits["clipped_fraction"]["belief"]
+    assert headline_corners["agent_pre_clip"] == _pre_clip_fraction(edits)
     assert headline == shared.intervention_headline(written)
     assert headline["final_norm"]["corners"]["agent"] == edits["belief"]["fraction"]["value"]
     image = matplotlib.image.imread(results / shared.INTERVENTIONS_FIGURE)

@@ -50,6 +50,15 @@ action) through the rollouts' `action_transform` (env units: RLlib's unsquashing
 a saturated action cannot move); for a Discrete one the action probabilities (the mean of
 the one-hot action), against an optimal policy that returns probabilities.
 
+Before saturation (Box actions): the policy head is linear, so the shift of the
+distribution's mean before the transform is what the edit did to the policy, saturated or
+not. `belief_interventions` scores it too (`EditScores.pre_clip`), mapped to env units by
+`pre_clip_transform` (the transform without its clipping, e.g.
+`rllib_action_transform(space, unclipped=True)`; none: the mean's own units), and reports
+`clipped_fraction`: the fraction of action coordinates the transform saturates (where it
+differs from its unclipped version), unedited and after each edit. A policy that moves
+fully before the clip but is saturated reads fraction 1 before and less after it.
+
 `belief_interventions` composes it all for the agent and a control module: per-layer
 probes (`probe_named`, the same split for both), the edits on the probes' held-out
 episodes, scores, the random-direction control, paired bootstrap differences (belief edit
@@ -646,6 +655,22 @@ def shift_difference(
     }
 
 
+def clipped_fraction(
+    raw_actions: np.ndarray,
+    action_transform: ActionTransform | None,
+    pre_clip_transform: ActionTransform | None,
+) -> float:
+    """The fraction of (..., A) pre-transform Box actions' coordinates that
+    `action_transform` saturates: where its output differs from `pre_clip_transform`'s (the
+    same map without clipping); a missing transform is the identity."""
+    raw = np.asarray(raw_actions, dtype=np.float64)
+    flat = raw.reshape(-1, raw.shape[-1])
+    post = flat if action_transform is None else action_transform(flat)
+    pre = flat if pre_clip_transform is None else pre_clip_transform(flat)
+    post, pre = np.asarray(post, np.float64), np.asarray(pre, np.float64)
+    return float(np.mean(~np.isclose(post, pre, rtol=1e-5, atol=1e-6)))
+
+
 def _weights(weights: np.ndarray, episodes: int) -> np.ndarray:
     counts = np.asarray(weights, dtype=np.float64)
     if counts.ndim != 2 or counts.shape[1] != episodes:
@@ -669,6 +694,12 @@ class EditScores:
     representation_norm_mean: float  # mean |h| at the layer
     probe_miss_rms: float  # RMS of (probe reading after the belief edit - b'): ~0 if reached
     value_shift_mean: float  # mean change of the value head under the belief edit
+    # Box actions only (None for Discrete): the belief edit's and the control's shift of the
+    # pre-transform action mean (in env units through `pre_clip_transform`), scored alike;
+    # and the fraction of action coordinates the transform clips: {"unedited", "belief",
+    # "random_orthogonal"}.
+    pre_clip: dict[str, ShiftScores] | None = None
+    clipped_fraction: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -679,6 +710,10 @@ class EditScores:
             "representation_norm_mean": self.representation_norm_mean,
             "probe_miss_rms": self.probe_miss_rms,
             "value_shift_mean": self.value_shift_mean,
+            "pre_clip": None
+            if self.pre_clip is None
+            else {kind: scores.to_dict() for kind, scores in self.pre_clip.items()},
+            "clipped_fraction": self.clipped_fraction,
         }
 
 
@@ -756,6 +791,12 @@ class InterventionReport:
         }
 
 
+def _is_box(space: Any) -> bool:
+    import gymnasium as gym
+
+    return isinstance(space, gym.spaces.Box)
+
+
 def _layer_features(
     module: RLModule, rollouts: Rollouts, layers: Sequence[str], preprocess: Preprocess | None
 ) -> dict[str, np.ndarray]:
@@ -787,6 +828,7 @@ def belief_interventions(
     seed: int,
     control: RLModule | None = None,
     action_transform: ActionTransform | None = None,
+    pre_clip_transform: ActionTransform | None = None,
     preprocess: Preprocess | None = None,
     ridge: float = 0.0,
     test_fraction: float = 0.25,
@@ -803,6 +845,11 @@ def belief_interventions(
     by the same length along a random direction orthogonal to the probe), and score the
     policy's action shift against `optimal_policy(b') - optimal_policy(b)`
     (`optimal_policy`: (n, k) beliefs -> (n, A) actions, in `policy_actions`' units).
+
+    For Box actions also the shift before the transform's clipping (`pre_clip_transform`:
+    `action_transform` without its clipping, mapping the distribution's mean to env units,
+    e.g. `rllib_action_transform(space, unclipped=True)`; None: the mean's own units) and the
+    fraction of clipped action coordinates (`EditScores.pre_clip`, `clipped_fraction`).
 
     `control` (e.g. an untrained module of the same architecture) goes through the same
     steps with its own probes fitted on the same rollouts and split. The split, resamples
@@ -882,14 +929,36 @@ def belief_interventions(
                 carry_edit=carry_edit,
             )
             before = policy_actions(member, done.before.action_inputs, action_transform)
+            box = _is_box(member.action_space)
+            raw_before = policy_actions(member, done.before.action_inputs) if box else None
+
+            def unclipped(raw: np.ndarray) -> np.ndarray:
+                if pre_clip_transform is None:
+                    return raw
+                flat = raw.reshape(-1, raw.shape[-1])
+                return np.asarray(pre_clip_transform(flat), np.float64).reshape(raw.shape)
+
             scores = {}
             for name in counterfactuals:
-                pairs = {}
+                pairs, pre_pairs, clipped = {}, {}, {}
+                if raw_before is not None:
+                    clipped["unedited"] = clipped_fraction(
+                        raw_before, action_transform, pre_clip_transform
+                    )
                 for kind in (BELIEF, RANDOM):
                     after = done.after[f"{name}/{kind}"]
                     moved = policy_actions(member, after.action_inputs, action_transform) - before
                     pairs[kind] = (moved, optimal_shift[name])
                     shifts[(label, layer, name, kind)] = pairs[kind]
+                    if raw_before is not None:
+                        raw_after = policy_actions(member, after.action_inputs)
+                        pre_pairs[kind] = (
+                            unclipped(raw_after) - unclipped(raw_before),
+                            optimal_shift[name],
+                        )
+                        clipped[kind] = clipped_fraction(
+                            raw_after, action_transform, pre_clip_transform
+                        )
                 key = f"{name}/{BELIEF}"
                 miss = done.probe_after[key] - np.asarray(counterfactuals[name])[test]
                 scores[name] = EditScores(
@@ -900,6 +969,12 @@ def belief_interventions(
                     representation_norm_mean=float(done.representation_norm.mean()),
                     probe_miss_rms=float(np.sqrt((miss**2).sum(-1).mean())),
                     value_shift_mean=float((done.after[key].values - done.before.values).mean()),
+                    pre_clip={
+                        kind: shift_scores(*pair, **common) for kind, pair in pre_pairs.items()
+                    }
+                    if box
+                    else None,
+                    clipped_fraction=clipped if box else None,
                 )
             results[label][layer] = LayerInterventions(
                 layer=layer,

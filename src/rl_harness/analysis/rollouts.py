@@ -130,11 +130,19 @@ def info_target(*keys: str) -> TargetExtractor:
 
 
 def rllib_action_transform(
-    action_space: Space, *, normalize_actions: bool = True, clip_actions: bool = False
+    action_space: Space,
+    *,
+    normalize_actions: bool = True,
+    clip_actions: bool = False,
+    unclipped: bool = False,
 ) -> ActionTransform:
     """What RLlib's NormalizeAndClipActions connector does to module actions, batched:
     with `normalize_actions` (RLlib's default) Box actions are unsquashed from [-1, 1] to
-    the space's bounds, else with `clip_actions` they are clipped to them."""
+    the space's bounds, else with `clip_actions` they are clipped to them.
+
+    `unclipped`: the same map without its clipping (an action the connector would saturate
+    goes past the bound): the affine low + (a + 1) (high - low) / 2 with `normalize_actions`,
+    else the identity. Interventions use it to read an action shift before saturation."""
     from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
     def transform(actions: np.ndarray) -> np.ndarray:
@@ -144,7 +152,14 @@ def rllib_action_transform(
             return np.asarray(clip_action(actions, action_space))
         return actions
 
-    return transform
+    def affine(actions: np.ndarray) -> np.ndarray:
+        if not normalize_actions:
+            return np.asarray(actions)
+        low = np.asarray(action_space.low, dtype=np.float64)
+        high = np.asarray(action_space.high, dtype=np.float64)
+        return low + (np.asarray(actions, dtype=np.float64) + 1.0) * (high - low) / 2.0
+
+    return affine if unclipped else transform
 
 
 def random_actions(space: Space, n: int, rng: np.random.Generator) -> np.ndarray:

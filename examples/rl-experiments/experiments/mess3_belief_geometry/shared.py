@@ -133,7 +133,8 @@ BELIEF_NAMES = ["decision_belief_0", "decision_belief_1", "decision_belief_2"]
 
 # The interventions (issue 30): edit the residual where the belief probe reads it, score the
 # action shift against the belief-MDP policy's (analysis.belief_interventions).
-INTERVENTIONS_SCHEMA_VERSION = 1  # interventions.json
+# interventions.json; 2: pre-clip shifts and clipped fractions beside the post-clip scores.
+INTERVENTIONS_SCHEMA_VERSION = 2
 INTERVENTION_LAYERS = ("block_2", "final_norm")  # the middle block; what the heads read
 INTERVENTIONS_FILE, INTERVENTIONS_FIGURE = "interventions.json", "interventions.png"
 
@@ -768,6 +769,7 @@ def run_interventions(
         seed=seed,
         control=control,
         action_transform=rllib_action_transform(module.action_space),
+        pre_clip_transform=rllib_action_transform(module.action_space, unclipped=True),
         ridge=PROBE_RIDGE,
         test_fraction=PROBE_TEST_FRACTION,
         n_bootstrap=plan.n_bootstrap,
@@ -800,6 +802,12 @@ def run_interventions(
         f"{DELAY}) at b' minus at b, in env units",
         "policy_shift": "greedy action (the policy's mean, unsquashed and clipped as the env "
         "gets it) with the edit minus without; the carried K/V cache is never edited",
+        "pre_clip": "per edit, the same scores of the policy mean's shift before the clip "
+        "(the head is linear; unsquashed to env units without clipping): what the edit did "
+        "to the policy, whether or not the env could carry it out",
+        "clipped_fraction": "per edit, the fraction of action coordinates the unsquashing "
+        "clipped (the policy mean outside [-1, 1]): unedited, after the belief edit, after "
+        "the random edit",
         "controls": {
             "random_orthogonal": "an edit of the same length per step along a random "
             "direction orthogonal to the probe's subspace",
@@ -818,9 +826,11 @@ def run_interventions(
 
 
 def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
-    """{layer: {counterfactual: {agent, agent_random, untrained, agent_correlation}}}: the
-    fraction of the optimal shift each edit achieved (and the agent's correlation), from
-    an interventions.json record."""
+    """{layer: {counterfactual: {agent, agent_random, untrained, agent_correlation,
+    agent_pre_clip, agent_clipped_fraction}}}: the fraction of the optimal shift each edit
+    achieved (and the agent's correlation; its fraction before the clip, and the share of
+    its action coordinates clipped after the belief edit), from an interventions.json
+    record (schema 1 records have no pre-clip fields: None)."""
     if "report" not in record:
         return dict(record)
     modules = record["report"]["modules"]
@@ -835,6 +845,8 @@ def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
                 "agent_random": _value(agent["random_orthogonal"], "fraction"),
                 "untrained": None if control is None else _value(control["belief"], "fraction"),
                 "agent_correlation": _value(agent["belief"], "correlation"),
+                "agent_pre_clip": _value((agent.get("pre_clip") or {}).get("belief"), "fraction"),
+                "agent_clipped_fraction": (agent.get("clipped_fraction") or {}).get("belief"),
             }
     return out
 
