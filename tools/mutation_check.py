@@ -460,6 +460,21 @@ MUTATIONS = [
         ("tests/learners/test_module_init.py::test_output_scales_scale_the_heads_last_layer",),
         "vf_output_scale would be recorded in config.json but never applied",
     ),
+    Mutation(
+        "interventions-pre-clip-reads-clipped-actions",
+        "analysis/interventions.py",
+        (
+            (
+                "raw_after = policy_actions(member, after.action_inputs)",
+                "raw_after = policy_actions(member, after.action_inputs, action_transform)",
+            ),
+        ),
+        (
+            "tests/analysis/test_interventions.py"
+            "::test_a_saturated_policy_moves_fully_before_the_clip_and_the_clipped_fraction_is_exact",
+        ),
+        "the pre-clip shift would be read after the clip: saturation would hide again",
+    ),
 ]
 
 
