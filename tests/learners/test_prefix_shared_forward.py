@@ -22,7 +22,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 
 from rl_harness.learners.components import CausalTransformerEncoder
-from rl_harness.learners.components.transformer import prefix_trie
+from rl_harness.learners.components.transformer import distinct_rows, prefix_trie
 from rl_harness.learners.models import TransformerActorCritic
 
 STUDY = "experiments.mess3_token_guess"
@@ -49,6 +49,18 @@ def test_trie_has_one_node_per_distinct_prefix_and_ancestors_spell_it():
     # ... and each window's leaf spells the whole window.
     torch.testing.assert_close(trie.symbol[trie.ancestors[trie.leaf]], symbols)
     assert (trie.depth[trie.leaf] == 5).all() and (trie.depth[trie.leaf_start :] == 5).all()
+
+
+def test_distinct_rows_are_bit_exact():
+    x = torch.tensor([[0.0, 1.0], [0.0, 1.0], [-0.0, 1.0], [0.5, 1.0], [0.0, 1.0 + 2**-23]])
+    rows, ids = distinct_rows(x)
+    assert rows.shape[0] == 4 and ids[0] == ids[1]
+    assert len({int(i) for i in ids[[0, 2, 3, 4]]}) == 4  # -0.0 and 1 ulp stay distinct
+    assert torch.equal(rows[ids].view(torch.int32), x.view(torch.int32))
+    many = torch.nn.functional.one_hot(torch.randint(0, 3, (5000,)), 3).float()
+    many[:700] = 0.0
+    rows, ids = distinct_rows(many)
+    assert rows.shape[0] == 4 and torch.equal(rows[ids], many)
 
 
 ENCODERS = {
