@@ -475,6 +475,40 @@ MUTATIONS = [
         ),
         "the pre-clip shift would be read after the clip: saturation would hide again",
     ),
+    Mutation(
+        "prefix-trie-parent",
+        "learners/components/transformer.py",
+        (
+            (
+                "ancestors = previous_ancestors[parent if j > 0 else torch.zeros_like(parent)]",
+                "ancestors = previous_ancestors[torch.zeros_like(parent)]",
+            ),
+        ),
+        (
+            "tests/learners/test_prefix_shared_forward.py::"
+            "test_trie_has_one_node_per_distinct_prefix_and_ancestors_spell_it",
+            "tests/learners/test_prefix_shared_forward.py::"
+            "test_recipe_train_batch_prefix_shared_equals_per_window[ppo]",
+        ),
+        "prefix-shared training would attend to another window's prefix (wrong parent)",
+    ),
+    Mutation(
+        "prefix-shared-position",
+        "learners/components/transformer.py",
+        (
+            (
+                "h = h + self.position[trie.depth]",
+                "h = h + self.position[width - 1 - trie.depth]",
+            ),
+        ),
+        (
+            "tests/learners/test_prefix_shared_forward.py::"
+            "test_encoder_prefix_shared_equals_per_window_in_float64[4-paper-tokens]",
+            "tests/learners/test_prefix_shared_forward.py::"
+            "test_recipe_train_batch_prefix_shared_equals_per_window[supervised]",
+        ),
+        "prefix-shared training would add a node the position of the other end of its window",
+    ),
 ]
 
 

@@ -45,6 +45,7 @@ PAPER_MODEL = {
     "mlp_activation": "relu",
     "positions": "learned",
     "final_norm": True,
+    "train_forward": "prefix_shared",  # the learner's forward; same function (issue 38)
 }
 
 

@@ -16,9 +16,23 @@ The window is strict: position i attends to positions <= i of the window it is g
 nothing else, so tokens outside the window cannot reach the output. Every depth of the
 residual stream is readable (`forward_residuals`): "embed", "block_1".."block_L" and
 "final_norm" (what `forward` returns; the last block's residual without a final norm).
+
+Prefix sharing (`last_position_prefix_shared`): position j's hidden state, at every depth,
+depends only on the window's inputs 0..j and on j itself (causal attention, positions by
+index), so windows that share their oldest j + 1 inputs share those states exactly. The
+method computes each distinct prefix of a batch once (a trie: `prefix_trie`), attention
+gathering each node's ancestors, and returns what `last_position` returns, to float
+summation order. It is the same function with the same parameters, only cheaper when
+windows overlap. (A banded causal mask over a whole episode chunk is a different function
+once num_layers > 1: a layer-2 state at step t would read layer-1 states whose own windows
+reach back past t's window, a receptive field of num_layers * (W - 1) + 1 steps, and
+learned absolute positions would index chunk steps, not window slots.)
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +63,84 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -
     return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
 
 
+@dataclass(frozen=True)
+class PrefixTrie:
+    """The distinct prefixes of a batch of windows (B, W), oldest input first.
+
+    Nodes are numbered depth by depth (all depth-0 nodes, then depth 1, ...); node n is the
+    prefix of length depth[n] + 1 ending in input symbol symbol[n]. ancestors[n, i] is the
+    node of the same prefix cut to depth i for i <= depth[n] (ancestors[n, depth[n]] = n);
+    for i > depth[n] it is 0 and `attend[n, i]` is False. leaf[b] is window b's full-window
+    node (depth W - 1), and nodes leaf_start.. are the depth W - 1 nodes.
+    """
+
+    symbol: torch.Tensor  # (N,) long
+    depth: torch.Tensor  # (N,) long
+    ancestors: torch.Tensor  # (N, W) long
+    attend: torch.Tensor  # (N, W) bool: ancestors[:, i] is real (i <= depth)
+    leaf: torch.Tensor  # (B,) long
+    leaf_start: int
+
+
+def prefix_trie(symbols: torch.Tensor, vocab: int) -> PrefixTrie:
+    """The trie of the rows of `symbols` (B, W) long in [0, vocab), oldest first.
+
+    Depth by depth, a node is a distinct (parent node, symbol) pair: torch.unique over the
+    key parent * vocab + symbol gives the nodes (sorted, so key // vocab is each node's
+    parent and key % vocab its symbol) and every window's node at that depth.
+    """
+    batch, width = symbols.shape
+    device = symbols.device
+    node_of_window = torch.zeros(batch, dtype=torch.long, device=device)
+    symbol_parts, depth_parts, ancestor_parts = [], [], []
+    offset = 0
+    previous_ancestors = torch.zeros((1, width), dtype=torch.long, device=device)
+    for j in range(width):
+        keys, node_of_window = torch.unique(
+            node_of_window * vocab + symbols[:, j], return_inverse=True
+        )
+        count = keys.shape[0]
+        parent = torch.div(keys, vocab, rounding_mode="floor")
+        # A node's ancestors are its parent's, plus itself at its own depth.
+        ancestors = previous_ancestors[parent if j > 0 else torch.zeros_like(parent)].clone()
+        ancestors[:, j] = offset + torch.arange(count, device=device)
+        symbol_parts.append(keys - parent * vocab)
+        depth_parts.append(torch.full((count,), j, dtype=torch.long, device=device))
+        ancestor_parts.append(ancestors)
+        previous_ancestors = ancestors
+        offset += count
+    depth = torch.cat(depth_parts)
+    return PrefixTrie(
+        symbol=torch.cat(symbol_parts),
+        depth=depth,
+        ancestors=torch.cat(ancestor_parts),
+        attend=torch.arange(width, device=device)[None, :] <= depth[:, None],
+        leaf=offset - count + node_of_window,
+        leaf_start=offset - count,
+    )
+
+
+def distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows (U, D), inverse (R,)): the distinct rows of x (R, D), x[i] == rows[inverse[i]].
+
+    float32 rows are compared bit for bit, column by column: a row's id is the distinct
+    (id so far, the column's 32 bits) pair, a 1-D torch.unique on an int64 key (many times
+    faster on CPU than unique(dim=0)); rows differing in any bit (even -0.0 and 0.0) stay
+    distinct, so sharing is always exact. Other dtypes use unique(dim=0).
+    """
+    if x.dtype != torch.float32:
+        return torch.unique(x, dim=0, return_inverse=True)
+    bits = x.view(torch.int32).long() + 2**31  # each column's pattern in [0, 2^32)
+    ids = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    count = 1
+    for column in range(x.shape[1]):
+        # ids < R < 2^31, so id * 2^32 + bits fits in an int64.
+        distinct, ids = torch.unique(ids * 2**32 + bits[:, column], return_inverse=True)
+        count = distinct.shape[0]
+    # Rows with one id are bit-identical, so which duplicate lands in the table is moot.
+    return x.new_zeros(count, x.shape[1]).index_copy(0, ids, x), ids
+
+
 class WindowAttention(nn.Module):
     """Causal multi-head self-attention: (B, W, d_model) -> (B, W, d_model)."""
 
@@ -72,6 +164,34 @@ class WindowAttention(nn.Module):
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
         )
         return self.out(y.transpose(1, 2).reshape(batch, width, self.num_heads * self.d_head))
+
+    def forward_trie(
+        self,
+        x: torch.Tensor,
+        trie: PrefixTrie,
+        queries: slice,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """Attention over trie nodes x (N, d_model) for the nodes `queries`: each attends
+        to its ancestors (itself included), exactly its window position's causal keys."""
+        heads, d_head = self.num_heads, self.d_head
+        q, k, v = (t.view(-1, heads, d_head) for t in self.qkv(x).chunk(3, dim=-1))
+        q = q[queries]
+        if rotary is not None:
+            cos, sin = (table[trie.depth][:, None] for table in rotary)
+            k = rotate_pairs(k, cos, sin)
+            q = rotate_pairs(q, cos[queries], sin[queries])
+        ancestors = trie.ancestors[queries]  # (Q, W)
+        width = ancestors.shape[1]
+        # index_select and broadcast products: on CPU several times faster than advanced
+        # indexing (whose backward sorts) and batched matmuls of (1 x d_head) matrices.
+        keys, values = (
+            t.index_select(0, ancestors.reshape(-1)).view(-1, width, heads, d_head) for t in (k, v)
+        )
+        scores = (q[:, None] * keys).sum(-1) / math.sqrt(d_head)  # (Q, W, heads)
+        scores = scores.masked_fill(~trie.attend[queries][:, :, None], float("-inf"))
+        y = (scores.softmax(dim=1)[..., None] * values).sum(1)  # (Q, heads, d_head)
+        return self.out(y.reshape(-1, heads * d_head))
 
 
 class WindowBlock(nn.Module):
@@ -100,6 +220,17 @@ class WindowBlock(nn.Module):
     ) -> torch.Tensor:
         h = h + self.drop(self.attn(self.norm1(h), rotary))
         return h + self.drop(self.mlp(self.norm2(h)))
+
+    def forward_trie(
+        self,
+        h: torch.Tensor,
+        trie: PrefixTrie,
+        queries: slice,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """The block on trie nodes h (N, d_model), returned for the nodes `queries`."""
+        h = h[queries] + self.attn.forward_trie(self.norm1(h), trie, queries, rotary)
+        return h + self.mlp(self.norm2(h))
 
 
 class CausalTransformerEncoder(nn.Module):
@@ -216,3 +347,41 @@ class CausalTransformerEncoder(nn.Module):
     def last_position(self, x: torch.Tensor) -> torch.Tensor:
         """The last position's output (B, d_model)."""
         return self.forward(x)[:, -1]
+
+    def last_position_prefix_shared(self, x: torch.Tensor) -> torch.Tensor:
+        """`last_position(x)` computed once per distinct prefix of the batch's windows.
+
+        Same function, same parameters (module docstring); cheaper when windows share their
+        oldest inputs. Feature inputs are deduplicated bit for bit (`distinct_rows`).
+        Needs dropout 0 in training (per-node dropout masks would be shared by windows).
+        """
+        if self.training and any(block.drop.p > 0 for block in self.blocks):
+            raise ValueError("prefix-shared forward needs dropout 0 (shared nodes, shared masks)")
+        if self.token_input:
+            if x.dim() != 2 or x.is_floating_point():
+                raise ValueError(f"expected integer tokens (B, W), got {x.dtype} {tuple(x.shape)}")
+            symbols, vocab = x.long(), self.input_dim
+        else:
+            if x.dim() != 3 or x.shape[-1] != self.input_dim:
+                raise ValueError(f"expected (B, W, {self.input_dim}) inputs, got {tuple(x.shape)}")
+            rows, symbols = distinct_rows(x.reshape(-1, self.input_dim))
+            symbols, vocab = symbols.view(x.shape[:2]), rows.shape[0]
+        width = x.shape[1]
+        if width > self.context_len:
+            raise ValueError(f"window of {width} positions exceeds context_len {self.context_len}")
+        trie = prefix_trie(symbols, vocab)
+        table = self.embed.weight if self.token_input else self.embed(rows)
+        h = table.index_select(0, trie.symbol)
+        if self.position is not None:
+            h = h + self.position[trie.depth]
+        rotary = None
+        if self.positions == "rotary":
+            rotary = rotary_tables(width, self.d_head, self.rope_base, h.device)
+        everything = slice(None)
+        for block in self.blocks[:-1]:
+            h = block.forward_trie(h, trie, everything, rotary)
+        # Only the full windows' nodes feed the output: the last block queries them alone.
+        h = self.blocks[-1].forward_trie(h, trie, slice(trie.leaf_start, None), rotary)
+        if self.norm is not None:
+            h = self.norm(h)
+        return h.index_select(0, trie.leaf - trie.leaf_start)

@@ -137,6 +137,13 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
         """(representation (..., representation_dim), STATE_OUT or None if stateless)."""
 
+    def training_representation(
+        self, batch: dict[str, Any]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
+        """What `_forward_train` and `compute_values` read: `representation(batch)` unless a
+        subclass computes the same function another way for the learner's batches."""
+        return self.representation(batch)
+
     def encode(self, batch: dict[str, Any]) -> torch.Tensor:
         """The representation a probe reads; see the subclass for its shape.
 
@@ -185,7 +192,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
 
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        embeddings, state_out = self.representation(batch)
+        embeddings, state_out = self.training_representation(batch)
         out: dict[str, Any] = {
             Columns.ACTION_DIST_INPUTS: self.pi(embeddings),
             Columns.EMBEDDINGS: embeddings,
@@ -199,5 +206,5 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         self, batch: dict[str, Any], embeddings: torch.Tensor | None = None
     ) -> torch.Tensor:
         if embeddings is None:
-            embeddings, _ = self.representation(batch)
+            embeddings, _ = self.training_representation(batch)
         return self.vf(embeddings).squeeze(-1)

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components import CausalTransformerEncoder
 from rl_harness.learners.components.transformer import MLP_ACTIVATIONS, POSITIONS
@@ -17,6 +18,9 @@ from rl_harness.learners.models.model_config import (
     config_int,
 )
 from rl_harness.learners.models.spaces import window_inputs, window_layout
+
+# The learner's forward: every window in full, or each distinct prefix of the batch once.
+TRAIN_FORWARDS = ("per_window", "prefix_shared")
 
 
 class TransformerActorCritic(ActorCriticRLModule):
@@ -45,6 +49,13 @@ class TransformerActorCritic(ActorCriticRLModule):
                        N(0, "init_std" = 0.02), biases 0, LayerNorms (1, 0), and the linear
                        input projection built without a bias
       "pi_output_scale" (0.01), "vf_output_scale" (1.0): the heads' last-layer factors.
+      "train_forward"  how the learner computes the representation (`_forward_train`,
+                       `compute_values`): "per_window" (default: every window in full, as
+                       acting does) or "prefix_shared" (each distinct window prefix of the
+                       batch once, `CausalTransformerEncoder.last_position_prefix_shared`:
+                       the same function and parameters to float summation order, several
+                       times cheaper on overlapping windows; needs dropout 0). Acting,
+                       `encode` and `encode_step_residuals` always run per window.
     The original belief-geometry study's init: {"init": "normal", "init_std": 0.02,
     "pi_output_scale": 1.0, "vf_output_scale": 1.0}.
 
@@ -70,6 +81,7 @@ class TransformerActorCritic(ActorCriticRLModule):
         "positions",
         "final_norm",
         "dropout",
+        "train_forward",
     )
 
     def setup_trunk(self, config: dict[str, Any]) -> int:
@@ -99,6 +111,13 @@ class TransformerActorCritic(ActorCriticRLModule):
                 f"model_config['positions'] = 'rotary' needs an even head width, got "
                 f"model_config['d_head'] = {d_head}"
             )
+        dropout = config_float(config, "dropout", 0.0, low=0.0, high=1.0)
+        self.train_forward = config_choice(config, "train_forward", "per_window", TRAIN_FORWARDS)
+        if self.train_forward == "prefix_shared" and dropout > 0:
+            raise ValueError(
+                "model_config['train_forward'] = 'prefix_shared' needs model_config['dropout'] "
+                f"= 0 (windows sharing a prefix would share its dropout masks), got {dropout}"
+            )
         self.transformer = CausalTransformerEncoder(
             input_dim=self.layout.feature_dim,
             context_len=self.window,
@@ -106,7 +125,7 @@ class TransformerActorCritic(ActorCriticRLModule):
             num_heads=num_heads,
             num_layers=config_int(config, "num_layers", 2),
             ff_dim=config_int(config, "ff_dim", 4 * d_model),
-            dropout=config_float(config, "dropout", 0.0, low=0.0, high=1.0),
+            dropout=dropout,
             token_input=self.layout.tokens,
             d_head=d_head,
             activation=config_choice(config, "mlp_activation", "gelu", MLP_ACTIVATIONS),
@@ -131,6 +150,12 @@ class TransformerActorCritic(ActorCriticRLModule):
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         return self.transformer.last_position(self._window(batch)), None
+
+    @override(ActorCriticRLModule)
+    def training_representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
+        if self.train_forward == "prefix_shared":
+            return self.transformer.last_position_prefix_shared(self._window(batch)), None
+        return self.representation(batch)
 
     def encode_step_residuals(
         self, batch: dict[str, Any]
