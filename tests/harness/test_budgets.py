@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -279,28 +280,34 @@ def _cli(argv: list[str], cwd: Path, ray_tmp: str) -> subprocess.CompletedProces
     )
 
 
-def _ray_sessions(ray_tmp: str) -> list[Path]:
-    return list(Path(ray_tmp).glob("**/session_*"))
-
-
-@pytest.mark.slow
-def test_real_run_records_budget_and_refusals_start_no_ray(tmp_path):
-    """A real PPO run in its own process: the chosen budget (with an override) trains, and
-    is in the manifest and config.json; refused input starts no Ray session (none of its
-    session folders appear where the real run's did) and leaves no run folder."""
+def test_refused_budget_input_starts_no_ray(tmp_path):
+    """In its own process, as a user runs it: a recipe that imports Ray, refused input. No
+    Ray session folder appears under RAY_TMPDIR (where a run's session lives: Ray puts
+    `ray/session_*` there) and no run folder is made: the check runs before Ray starts."""
     leaf = _leaf(tmp_path, PPO_BUDGETED)
     ray_tmp = tempfile.mkdtemp(prefix="rb", dir="/tmp")  # short: Ray's socket paths
-    for bad in (["--set", "iterations=two"], ["--set", "batch=1"], ["--budget", "huge"]):
-        refused = _cli([str(leaf), *bad], tmp_path, ray_tmp)
-        assert refused.returncode == 2, refused.stderr
-        (line,) = refused.stderr.strip().splitlines()
-        assert line.startswith("rl-harness: error: ")
-        assert _ray_sessions(ray_tmp) == []
-        assert not (leaf.parent / "results").exists()
+    try:
+        for bad, expected in (
+            (["--set", "iterations=two"], "expected an integer"),
+            (["--set", "batch=1"], "unknown setting 'batch'"),
+            (["--budget", "huge"], "has no budget 'huge'"),
+        ):
+            refused = _cli([str(leaf), *bad], tmp_path, ray_tmp)
+            assert refused.returncode == 2, refused.stderr
+            (line,) = refused.stderr.strip().splitlines()
+            assert line.startswith("rl-harness: error: ") and expected in line
+            assert list(Path(ray_tmp).iterdir()) == []
+            assert not (leaf.parent / "results").exists()
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
-    done = _cli([str(leaf), "--budget", "full", "--set", "iterations=1"], tmp_path, ray_tmp)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert _ray_sessions(ray_tmp), "the real run's Ray session should live under RAY_TMPDIR"
+
+def test_real_run_records_budget_in_manifest_and_config(ray_session, tmp_path, capsys):
+    """A real PPO run through the CLI's main: the chosen budget (with an override) is what
+    trained, and the manifest and config.json record it; `runs` shows it."""
+    leaf = _leaf(tmp_path, PPO_BUDGETED)
+    argv = [str(leaf), "--budget", "full", "--set", "iterations=1"]
+    assert main(argv) == 0, capsys.readouterr().err
     run = _run_dir(leaf)
     manifest = _json(run / "run_manifest.json")
     assert manifest["options"]["budget"] == "full"
@@ -314,7 +321,11 @@ def test_real_run_records_budget_and_refusals_start_no_ray(tmp_path):
     assert config["budget"] == manifest["budget"]
     assert config["train_batch_size_per_learner"] == 256  # FULL's batch was trained
     assert _json(run / "result.json") == {"iterations": 1}
-    # runs shows the budget of the run.
-    listing = _cli(["runs", str(leaf.parent)], tmp_path, ray_tmp)
-    header, row = listing.stdout.splitlines()[:2]
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+    capsys.readouterr()
+    assert main(["runs", str(leaf.parent)]) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
     assert row.split()[header.split().index("budget")] == "full"
+    assert main(["show", str(run)]) == 0
+    text = capsys.readouterr().out
+    assert "budget full" in text and "settings    iterations=1 (--set), train_batch=256" in text
