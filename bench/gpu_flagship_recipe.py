@@ -1,5 +1,6 @@
 """Recipe for bench/gpu_flagship.sh: the flagship (reward_only) at its FULL budget's settings
-for a few iterations on the hardware profile given to the CLI, recording speed and GPU memory.
+(its BUDGETS, default full here; `--budget cpu` or `--smoke` for another) for a few
+iterations on the hardware profile given to the CLI, recording speed and GPU memory.
 
     python3 -m uv run rl-harness bench/gpu_flagship_recipe.py --hardware-profile single-gpu
 
@@ -28,6 +29,10 @@ from typing import Any
 from experiments.mess3_belief_geometry.reward_only import experiment as flagship
 
 from rl_harness import RunContext, run_algorithm
+
+# The flagship's budgets, chosen by name (never by the hardware): FULL unless told.
+BUDGETS = flagship.BUDGETS
+DEFAULT_BUDGET = "full"
 
 
 def _nvidia_smi() -> list[dict[str, str]]:
@@ -65,7 +70,7 @@ def run(context: RunContext) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     iterations = int(os.environ.get("GPU_FLAGSHIP_ITERATIONS", "4"))
     path = os.environ.get("GPU_FLAGSHIP_PATH", "kv-steps")
-    plan = flagship.budget(context)  # FULL on a GPU profile
+    plan: flagship.Budget = context.settings  # BUDGETS[--budget], default full
     config = flagship.build_config(plan)
     if path == "kv-steps":
         from rl_harness.learners.models import store_kv_steps

@@ -509,6 +509,40 @@ MUTATIONS = [
         ),
         "prefix-shared training would add a node the position of the other end of its window",
     ),
+    Mutation(
+        "compare-pools-budgets",
+        "analysis/comparison.py",
+        (("    if len(by_budget) <= 1:\n", "    if True:\n"),),
+        (
+            "tests/tools/test_loud_records.py::"
+            "test_compare_refuses_smoke_with_cpu_and_names_the_runs",
+        ),
+        "compare would pool a smoke run as another seed of a CPU-budget arm (issue 40)",
+    ),
+    Mutation(
+        "find-runs-silent",
+        "harness/runtools/records.py",
+        (
+            (
+                "            unreadable.append(Unreadable(folder, _reason(error, folder)))\n",
+                "            continue\n",
+            ),
+        ),
+        ("tests/tools/test_loud_records.py::test_unreadable_run_folders_are_named",),
+        "a run with a corrupt manifest would vanish from runs and compare without a word",
+    ),
+    Mutation(
+        "set-unchecked-type",
+        "harness/budgets.py",
+        (
+            (
+                "            parsed[key] = parse_value(value, kinds[key])\n",
+                "            parsed[key] = value\n",
+            ),
+        ),
+        ("tests/harness/test_budgets.py::test_bad_budget_input_is_one_line_and_leaves_nothing",),
+        "--set iterations=1.5 would hand the recipe a string where it reads an int",
+    ),
 ]
 
 

@@ -110,9 +110,12 @@ def test_budgets_are_what_the_recipe_states(leaf, tmp_path):
     def context(**options):
         return make_context(tmp_path, experiment_module=TRAINING_LEAVES[leaf], **options)
 
-    assert module.budget(context(smoke=True)) == smoke
-    assert module.budget(context()) == cpu
-    assert module.budget(context(hardware_profile="single-gpu")) == full
+    # Chosen by name, never by the hardware: a GPU profile still runs the default CPU budget.
+    assert module.BUDGETS == {"smoke": smoke, "cpu": cpu, "full": full}
+    assert context(smoke=True).settings == smoke
+    assert context().settings == cpu and context().budget == module.DEFAULT_BUDGET == "cpu"
+    assert context(hardware_profile="single-gpu").settings == cpu
+    assert context(budget="full", hardware_profile="single-gpu").settings == full
 
 
 def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):

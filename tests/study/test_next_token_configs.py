@@ -29,8 +29,9 @@ def recipe(leaf: str):
 def test_recipe_builds_its_config(leaf, smoke):
     module = recipe(leaf)
     assert callable(module.run)
-    config = module.build_config(smoke)
-    plan = module.SMOKE if smoke else module.FULL
+    plan = module.BUDGETS["smoke" if smoke else module.DEFAULT_BUDGET]
+    assert plan == (module.SMOKE if smoke else module.FULL)
+    config = module.build_config(plan)
     assert config.env == ENV_ID
     assert config.env_config["model_kwargs"] == {"x": 0.05, "alpha": 0.85}
     assert config.env_config["task"] == "rl_harness.envs.mess3.tasks:NextTokenTask"
@@ -59,7 +60,7 @@ def test_recipe_builds_its_config(leaf, smoke):
     else:
         assert config.learner_config_dict == {} and ours == []
     # A fresh config every call: a caller's edits never leak into the next run.
-    assert module.build_config(smoke) is not config
+    assert module.build_config(plan) is not config
 
 
 def _science(config) -> dict:
@@ -77,7 +78,10 @@ def _science(config) -> dict:
 def test_leaves_differ_only_in_the_auxiliary_loss(smoke):
     # Each leaf writes its own config chain and budget; this keeps the copies in step.
     reward_only, aux = recipe("reward_only"), recipe("next_token_aux")
-    assert _science(reward_only.build_config(smoke)) == _science(aux.build_config(smoke))
+    name = "smoke" if smoke else "full"
+    assert _science(reward_only.build_config(reward_only.BUDGETS[name])) == _science(
+        aux.build_config(aux.BUDGETS[name])
+    )
     assert asdict(reward_only.SMOKE) == asdict(aux.SMOKE)
     assert asdict(reward_only.FULL) == asdict(aux.FULL)
 

@@ -126,9 +126,12 @@ def test_budgets_are_what_the_recipe_states(leaf, tmp_path):
     def context(**options):
         return make_context(tmp_path, experiment_module=TRAINING_LEAVES[leaf], **options)
 
-    assert module.budget(context(smoke=True)) == smoke
-    assert module.budget(context()) == cpu
-    assert module.budget(context(hardware_profile="single-gpu")) == full
+    # Chosen by name, never by the hardware: a GPU profile still runs the default CPU budget.
+    assert module.BUDGETS == {"smoke": smoke, "cpu": cpu, "full": full}
+    assert context(smoke=True).settings == smoke
+    assert context().settings == cpu and context().budget == module.DEFAULT_BUDGET == "cpu"
+    assert context(hardware_profile="single-gpu").settings == cpu
+    assert context(budget="full", hardware_profile="single-gpu").settings == full
 
 
 def _science(config) -> dict:
@@ -360,10 +363,14 @@ def test_probe_episodes_are_the_same_for_every_module():
     assert np.all(rollouts[0].observations.reshape(4, 20, 10, 3).sum(-1) == 1)
 
 
-def _write_run(root, leaf, name, points, smoke=False):
+def _write_run(root, leaf, name, points, smoke=False, budget=None, gpus=0):
     folder = root / leaf / "results" / name
     folder.mkdir(parents=True)
-    manifest = {"status": "completed", "options": {"smoke": smoke}}
+    manifest = {
+        "status": "completed",
+        "options": {"smoke": smoke, **({"budget": budget} if budget else {})},
+        "hardware": {"plan": {"num_gpus_per_learner": gpus}},
+    }
     (folder / "run_manifest.json").write_text(json.dumps(manifest))
     (folder / "probe_metrics.json").write_text(json.dumps({"checkpoints": points}))
     return folder
@@ -382,11 +389,19 @@ def test_synthesis_tables_over_training(tmp_path):
     _write_run(tmp_path, "ppo", "b", [point(0, 0.3, 0.8, None), point(100, 0.7, 0.95, 0.7)])
     _write_run(tmp_path, "supervised", "c", [point(0, 0.3, 0.8, None)])
     _write_run(tmp_path, "supervised", "d", [point(0, 0.2, 0.1, 0.1)], smoke=True)
-    folders = synthesis.run_folders(tmp_path, smoke=False)
+    # Other budgets are never pooled: a run recorded by name, and one recorded before budgets
+    # had names on a GPU plan (its recipe then chose FULL).
+    _write_run(tmp_path, "ppo", "e", [point(0, 0.9, 0.9, 0.9)], budget="full")
+    _write_run(tmp_path, "ppo", "f", [point(0, 0.9, 0.9, 0.9)], gpus=1)
+    _write_run(tmp_path, "ppo", "g", [point(0, 0.6, 0.9, 0.5)], budget="cpu")
+    folders, others = synthesis.run_folders(tmp_path, "cpu")
     assert {leaf: [p.name for p in paths] for leaf, paths in folders.items()} == {
-        "ppo": ["a", "b"],
+        "ppo": ["a", "b", "g"],
         "supervised": ["c"],
     }
+    assert others == {"smoke": ["d"], "full": ["e", "f"]}
+    assert "left out: full: e, f; smoke: d" in synthesis.budget_markdown("cpu", others)
+    folders = {"ppo": folders["ppo"][:2], "supervised": folders["supervised"]}
     table = synthesis.over_training(folders)
     last = table["ppo"][1]
     assert (last["env_steps"], last["n_runs"]) == (100, 2)
@@ -488,7 +503,7 @@ def test_synthesis_arms_split_leaves_by_recorded_init_and_code(tmp_path):
     _with_library(old, "c0", {"learners/models/base.py": "old", "envs/y.py": "1"})
     for folder in (new, ablation):
         _with_library(folder, "c1", {"learners/models/base.py": "new", "envs/y.py": "1"})
-    folders = synthesis.run_folders(tmp_path, smoke=False)
+    folders, _ = synthesis.run_folders(tmp_path, "cpu")
     current, earlier = synthesis.split_by_code([p for ps in folders.values() for p in ps])
     assert earlier == [old] and sorted(current) == sorted([new, ablation])
     arms = synthesis.arm_folders(folders, earlier)

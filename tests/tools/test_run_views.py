@@ -41,13 +41,13 @@ def test_runs_table_lists_every_run(three_runs, capsys):
     assert main(["runs", str(repo)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].split() == [
-        "run", "experiment", "status", "seed", "exp", "lib", "duration", "return",
+        "run", "experiment", "status", "seed", "budget", "exp", "lib", "duration", "return",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[1:]] == [p.name for p in (*runs, failing)]
     head = git("rev-parse", "HEAD").strip()[:8]
     first, _, dirty, broken = (line.split() for line in lines[1:])
-    assert first[1:5] == ["study/leaf", "completed", "1", head]
-    assert dirty[3:5] == ["2", head + "*"]  # '*': the run had uncommitted code
+    assert first[1:6] == ["study/leaf", "completed", "1", "-", head]  # no BUDGETS: "-"
+    assert dirty[3:6] == ["2", "-", head + "*"]  # '*': the run had uncommitted code
     last_return = read_metrics(runs[0] / "metrics.jsonl")[-1]["env_runners/episode_return_mean"]
     assert first[-1] == f"{last_return:.6g}"
     assert broken[1:4] == ["study/broken", "failed", "42"] and broken[-1] == "-"
@@ -98,7 +98,7 @@ def test_run_argument_forms(three_runs, monkeypatch, capsys):
     assert "required" in _only_error_line(capsys)
     (first / "run_manifest.json").write_text("{torn")
     assert main(["show", str(first)]) == 2
-    assert "is not valid JSON" in _only_error_line(capsys)
+    assert "run_manifest.json is corrupt (not valid JSON" in _only_error_line(capsys)
 
 
 def test_diff_of_two_seeds(three_runs, capsys):

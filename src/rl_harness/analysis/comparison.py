@@ -26,12 +26,20 @@ the values of the keys ("study/a [lr=0.001]"), `where` keeps only the runs whose
 the given values (`--where lr=0.001`: compared as JSON values, else as text).
 
 Runs that are not completed are left out (a note counts them by status: failed, interrupted,
-crashed, still running). Runs from different library commits are refused (their numbers may
-not be comparable) unless `allow_mixed`; the error names the runs of each commit.
+crashed, still running). Run folders that cannot be read (a corrupt manifest, a
+results/<run-id>/ without one) are named in `unreadable` and a note, never skipped silently.
+Runs from different library commits are refused (their numbers may not be comparable) unless
+`allow_mixed`; runs of different budgets (the manifest's `options.budget`; smoke with
+non-smoke; a run recorded before budgets had names reads "unrecorded") are refused unless
+`allow_mixed_budgets`, which pools them with a note; `group_by=["budget.name"]` splits them
+instead (one budget per row, no refusal). Each error names the runs of each commit or
+budget. A `group_by` or `where` key that no run's config.json has is an error (a typo would
+otherwise pool or drop everything).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -39,16 +47,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.configrecord import config_lookup
+from rl_harness.harness.configrecord import config_lookup, flat_config
 from rl_harness.harness.console import text_table
 from rl_harness.harness.metrics import flatten
-from rl_harness.harness.runtools.records import RunRecord, find_runs
+from rl_harness.harness.runtools.records import RunRecord, RunToolError, Unreadable, find_runs
 
 RETURN_PER_STEP = "return_per_step"
 RETURN_KEY = "env_runners/episode_return_mean"
 LENGTH_KEY = "env_runners/episode_len_mean"
 PROBE_FILE = "probe_metrics.json"
 CONFIDENCE = 0.95
+UNRECORDED_BUDGET = "unrecorded"  # a non-smoke run recorded before budgets had names
+BUDGET_KEY = "budget.name"  # config.json's record of the budget (runners/common.py)
 
 
 class ComparisonError(ValueError):
@@ -66,6 +76,7 @@ class RunEntry:
     values: dict[str, float | None]
     path: str
     config: dict[str, Any] = field(default_factory=dict)  # the group_by keys' config values
+    budget: str = UNRECORDED_BUDGET  # the recipe budget it ran (RunRecord.budget)
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,8 @@ class Comparison:
     library_commits: list[str | None]
     confidence: float = CONFIDENCE
     notes: list[str] = field(default_factory=list)
+    budgets: list[str] = field(default_factory=list)  # the budgets of the compared runs
+    unreadable: list[str] = field(default_factory=list)  # "cannot read run folder X: why"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,6 +213,7 @@ def _entries(
     """One entry per run, or per trial of a Tune run; the metrics it knows; how many units
     `where` left out."""
     reader = _RunReader(record)
+    budget = budget_label(record)
     arm, commit = _arm(record), record.section("library").get("commit")
     summary = record.summary or {}
     units: list[tuple[str, int | None, Mapping[str, Any], Any]] = []
@@ -231,7 +245,9 @@ def _entries(
             found, number = reader.value(key, final)
             known.update([key] if found else [])
             values[key] = number
-        entries.append(RunEntry(label, run_id, seed, commit, values, str(record.path), grouped))
+        entries.append(
+            RunEntry(label, run_id, seed, commit, values, str(record.path), grouped, budget)
+        )
     return entries, known, dropped
 
 
@@ -252,6 +268,65 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Me
     return MetricSummary(n, mean, float(low), float(high), list(values))
 
 
+def budget_label(record: RunRecord) -> str:
+    """The budget a run is pooled under: its recorded name, "smoke", or "unrecorded"."""
+    return record.budget or UNRECORDED_BUDGET
+
+
+def _listing(groups: Mapping[Any, Sequence[str]], width: int = 0) -> str:
+    return "; ".join(
+        f"{(str(key) if key is not None else 'no commit')[: width or None]}: {', '.join(ids)}"
+        for key, ids in groups.items()
+    )
+
+
+def check_same_budget(records: Sequence[RunRecord], *, allow_mixed_budgets: bool = False) -> str:
+    """The one budget of `records`; ComparisonError naming the runs of each budget when they
+    differ (smoke with non-smoke included), unless `allow_mixed_budgets` (then a note)."""
+    by_budget: dict[str, list[str]] = {}
+    for record in records:
+        by_budget.setdefault(budget_label(record), []).append(record.run_id)
+    if len(by_budget) <= 1:
+        return next(iter(by_budget), UNRECORDED_BUDGET)
+    listing = _listing(by_budget)
+    if not allow_mixed_budgets:
+        raise ComparisonError(
+            f"runs of {len(by_budget)} budgets would be pooled ({listing}); compare one budget, "
+            "or pass --allow-mixed-budgets (allow_mixed_budgets=True) to pool them anyway"
+        )
+    return f"mixed budgets pooled: {listing}"
+
+
+def _config_keys(records: Sequence[RunRecord]) -> set[str]:
+    """Every dotted config.json key of these runs (and of their Tune trials' configs)."""
+    keys: set[str] = set()
+    for record in records:
+        configs = [
+            record.config,
+            *(t.get("config") for t in (record.summary or {}).get("trials") or []),
+        ]
+        for config in configs:
+            if isinstance(config, Mapping):
+                flat = flat_config(config)
+                keys.update(flat)
+                for key in flat:  # a mapping's own key counts too: `env_config`
+                    parts = key.split(".")
+                    keys.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return keys
+
+
+def _check_config_keys(records: Sequence[RunRecord], keys: Sequence[str], flag: str) -> None:
+    """ComparisonError for a --group-by / --where key that no run's config.json has."""
+    if not keys:
+        return
+    known = _config_keys(records)
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ComparisonError(f"{flag} {key}: no run's config.json has this key{hint}")
+
+
 def _status_counts(records: Sequence[RunRecord]) -> str:
     counts: dict[str, int] = {}
     for record in records:
@@ -264,32 +339,53 @@ def compare_runs(
     metrics: Sequence[str] | None = None,
     *,
     allow_mixed: bool = False,
+    allow_mixed_budgets: bool = False,
     group_by: Sequence[str] = (),
     where: Mapping[str, Any] | None = None,
 ) -> Comparison:
     """Compare the completed runs at or under `paths` (run folders or study folders).
 
     `group_by`: config.json keys that split each arm by their values; `where`: config.json
-    key -> value a run must have to count (see the module docstring)."""
+    key -> value a run must have to count (see the module docstring). Runs of different
+    library commits or budgets are refused unless `allow_mixed` / `allow_mixed_budgets`."""
     records: dict[Path, RunRecord] = {}
+    unreadable: dict[Path, Unreadable] = {}
     for path in map(Path, paths):
         if not path.exists():
             raise ComparisonError(f"no such folder: {path}")
-        for record in find_runs(path):
+        scan = find_runs(path)
+        unreadable.update((u.path, u) for u in scan.unreadable)
+        for record in scan.records:
             records.setdefault(record.path, record)
+    for record in list(records.values()):
+        try:  # read now: a corrupt record is named, not a traceback halfway through
+            _ = record.summary, record.config, record.metrics_rows
+        except (RunToolError, ValueError) as error:
+            del records[record.path]
+            unreadable[record.path] = Unreadable(record.path, str(error))
+    cannot_read = [str(u) for u in unreadable.values()]
     completed = [r for r in records.values() if r.status == "completed"]
     others = [r for r in records.values() if r.status != "completed"]
     if not completed:
         found = f"{len(records)} runs found: {_status_counts(others)}" if others else "none found"
+        if cannot_read:
+            found += f"; {len(cannot_read)} run folder(s) could not be read: " + "; ".join(
+                cannot_read
+            )
         raise ComparisonError(f"no completed runs under {', '.join(map(str, paths))} ({found})")
     by_commit: dict[str | None, list[str]] = {}
     for record in completed:
         by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
-    notes = []
+    notes = [f"left out: {line}" for line in cannot_read]
+    # Grouped by the budget config.json records, each row holds one budget: nothing pools.
+    split = BUDGET_KEY in group_by
+    budget_note = check_same_budget(completed, allow_mixed_budgets=allow_mixed_budgets or split)
+    if budget_note.startswith("mixed") and not split:
+        notes.append(budget_note)
+    _check_config_keys(completed, group_by, "--group-by")
+    _check_config_keys(completed, list(where or {}), "--where")
     if len(by_commit) > 1:
-        listing = "; ".join(
-            f"{(commit or 'no commit')[:12]}: {', '.join(ids)}" for commit, ids in by_commit.items()
-        )
+        listing = _listing(by_commit, 12)
         if not allow_mixed:
             raise ComparisonError(
                 f"runs come from {len(by_commit)} library commits ({listing}); "
@@ -323,7 +419,15 @@ def compare_runs(
             for key in keys
         }
         arms.append(ArmSummary(arm, len(members), [e.seed for e in members], summaries))
-    return Comparison(keys, arms, entries, sorted(by_commit, key=str), notes=notes)
+    return Comparison(
+        keys,
+        arms,
+        entries,
+        sorted(by_commit, key=str),
+        notes=notes,
+        budgets=sorted({budget_label(r) for r in completed}),
+        unreadable=cannot_read,
+    )
 
 
 def _cell(summary: MetricSummary, n_runs: int) -> str:
@@ -351,7 +455,8 @@ def comparison_text(comparison: Comparison) -> str:
     header, *rows = comparison_rows(comparison)
     table = text_table(header, rows, rule=True)
     footer = (
-        f"mean [{comparison.confidence:.0%} t-interval across runs]; (n=k): runs with the metric"
+        f"mean [{comparison.confidence:.0%} t-interval across runs]; (n=k): runs with the metric; "
+        f"budget: {', '.join(comparison.budgets) or '-'}"
     )
     return "\n".join([table, "", footer, *comparison.notes])
 
@@ -363,8 +468,8 @@ def comparison_markdown(comparison: Comparison) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in escape[1:]]
     footer = (
         f"\nMean and {comparison.confidence:.0%} Student-t interval across runs (seeds); "
-        f"{len(comparison.runs)} runs, library commits: "
-        + ", ".join((c or "none")[:12] for c in comparison.library_commits)
+        f"{len(comparison.runs)} runs, budget: {', '.join(comparison.budgets) or '-'}, "
+        "library commits: " + ", ".join((c or "none")[:12] for c in comparison.library_commits)
     )
     return "\n".join([*lines, footer, *comparison.notes]) + "\n"
 

@@ -10,6 +10,7 @@ fast; nothing in the library imports this package.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -42,7 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     """The `rl-harness` console script (and `python -m rl_harness.cli`)."""
     process_exits = argv is None  # the console script: the process ends with this call
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in TOOLS:
-        tool, _ = TOOLS[argv[0]]
-        return int(tool(argv[1:]) or 0)
-    return run_command.main(argv, process_exits=process_exits, tools_epilog=tools_epilog())
+    try:
+        if argv and argv[0] in TOOLS:
+            tool, _ = TOOLS[argv[0]]
+            code = int(tool(argv[1:]) or 0)
+        else:
+            code = run_command.main(argv, process_exits=process_exits, tools_epilog=tools_epilog())
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return code
+    except BrokenPipeError:  # `rl-harness runs | head`: the reader left; end quietly
+        if not process_exits:
+            raise
+        # Python's recipe (signal module docs, "Note on SIGPIPE"): stdout to devnull, so the
+        # interpreter's last flush cannot fail again; exit code 1, as Python's own.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

@@ -60,7 +60,14 @@ def parser() -> OneLineParser:
         help="only runs whose config.json has this value, e.g. lr=0.001 (repeatable)",
     )
     parser.add_argument(
-        "--allow-mixed", action="store_true", help="compare runs of different library commits"
+        "--allow-mixed",
+        action="store_true",
+        help="compare runs of different library commits (budgets: --allow-mixed-budgets)",
+    )
+    parser.add_argument(
+        "--allow-mixed-budgets",
+        action="store_true",
+        help="pool runs of different budgets (smoke with non-smoke too); refused by default",
     )
     return parser
 
@@ -72,11 +79,14 @@ def main(argv: list[str]) -> int:
             args.paths,
             args.metric,
             allow_mixed=args.allow_mixed,
+            allow_mixed_budgets=args.allow_mixed_budgets,
             group_by=args.group_by,
             where=parse_where(args.where),
         )
     except (UsageError, ComparisonError) as error:
         return fail(str(error))
+    for line in comparison.unreadable:  # also in the notes; named on stderr as they happen
+        print(f"rl-harness compare: warning: {line}", file=sys.stderr)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2))
     else:

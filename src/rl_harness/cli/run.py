@@ -45,7 +45,27 @@ def parser(tools_epilog: str = "") -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=seed_number, help=f"root seed in [0, 2**32 - 1] (default {DEFAULT_SEED})"
     )
-    parser.add_argument("--smoke", action="store_true", help="tiny budget: check the recipe runs")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny budget: check the recipe runs (--budget smoke)"
+    )
+    parser.add_argument(
+        "--budget",
+        metavar="NAME",
+        help="one of the recipe's BUDGETS (default: its DEFAULT_BUDGET; see --show-settings)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change one setting of the chosen budget, parsed by its type (repeatable)",
+    )
+    parser.add_argument(
+        "--show-settings",
+        dest="show_settings",
+        action="store_true",
+        help="list the recipe's budgets and their settings, then exit (starts nothing)",
+    )
     parser.add_argument(
         "--resume-from",
         dest="resume_from",
@@ -114,10 +134,23 @@ def parser(tools_epilog: str = "") -> argparse.ArgumentParser:
 def options_of(args: argparse.Namespace) -> RunOptions:
     """The `RunOptions` the flags ask for; `$RAY_ADDRESS` when no --ray-address is given."""
     given = {name: value for name, value in vars(args).items() if name in _OPTIONS}
-    if "log_to" in given:
-        given["log_to"] = tuple(given["log_to"])
+    for name in ("log_to", "overrides"):
+        if name in given:
+            given[name] = tuple(given[name])
     given.setdefault("ray_address", os.environ.get("RAY_ADDRESS") or None)
     return RunOptions(**given)
+
+
+def show_settings(target: str, options: RunOptions) -> int:
+    """`--show-settings`: the recipe's budgets and settings (and the chosen one's, with
+    `--budget`/`--set` checked as a run would), printed; no folder, no Ray."""
+    from rl_harness.harness.budgets import settings_text
+    from rl_harness.harness.lifecycle import load_for_run, recipe_budget
+
+    recipe, options = load_for_run(target, options)
+    chosen = recipe_budget(recipe, options)
+    print(settings_text(recipe.module, chosen))
+    return 0
 
 
 def main(argv: list[str], *, process_exits: bool = False, tools_epilog: str = "") -> int:
@@ -134,6 +167,8 @@ def main(argv: list[str], *, process_exits: bool = False, tools_epilog: str = ""
 
     configure_logging(verbose=options.verbose)
     try:
+        if getattr(args, "show_settings", False):
+            return show_settings(args.target, options)
         return execute_recipe(args.target, options, [PROG, *argv], process_exits=process_exits)
     except (RecipeError, FileExistsError, ValueError) as error:  # bad target or options
         return fail(str(error))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rl_harness.cli.args import EXIT_OK, OneLineParser, UsageError, fail, positive_float
@@ -16,7 +17,13 @@ from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.liveness import mark_crashed
 from rl_harness.harness.runtools.compare import compare_metrics
 from rl_harness.harness.runtools.diff import diff_runs, diff_text
-from rl_harness.harness.runtools.records import RunToolError, find_runs, load_run, resolve_run
+from rl_harness.harness.runtools.records import (
+    RunToolError,
+    Unreadable,
+    find_runs,
+    load_run,
+    resolve_run,
+)
 from rl_harness.harness.runtools.reproduce import check_code, plan_reproduction, run_reproduction
 from rl_harness.harness.runtools.show import runs_table, show_json, show_text
 
@@ -28,11 +35,18 @@ RUN_HELP = (
 )
 
 
+def warn_unreadable(unreadable: Sequence[Unreadable], prog: str) -> None:
+    """One stderr line per run folder a reader could not read, naming it and why."""
+    for folder in unreadable:
+        print(f"{prog}: warning: {folder}", file=sys.stderr)
+
+
 def runs_main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="rl-harness runs",
         description="Table of the runs (results/<run-id>/run_manifest.json) under PATH, oldest "
-        "first. exp/lib: short commits of the experiment repo and the library, '*' when the run "
+        "first. budget: the recipe budget it ran (smoke for --smoke; - when unrecorded). "
+        "exp/lib: short commits of the experiment repo and the library, '*' when the run "
         "had uncommitted code changes; return: the last env_runners/episode_return_mean. "
         "status: crashed for a run recorded as running whose process is gone (killed), "
         "running? when it runs on another host and cannot be checked from here.",
@@ -48,16 +62,18 @@ def runs_main(argv: list[str]) -> int:
         root = Path(args.path).expanduser()
         if not root.is_dir():
             raise RunToolError(f"no such folder: {args.path}")
-        records = find_runs(root)
+        scan = find_runs(root)
     except (UsageError, RunToolError) as error:
         return fail(str(error))
+    warn_unreadable(scan.unreadable, "rl-harness runs")
+    records = scan.records
     if not records:
         print(f"no runs under {root}")
         return EXIT_OK
     if args.mark_crashed:
         marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
         print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
-        records = find_runs(root)
+        records = find_runs(root).records
     print(runs_table(records))
     return EXIT_OK
 
@@ -104,7 +120,8 @@ def diff_main(argv: list[str]) -> int:
 def reproduce_main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="rl-harness reproduce",
-        description="Re-run RUN's experiment with its seed, smoke flag and hardware profile "
+        description="Re-run RUN's experiment with its seed, budget (--smoke, --budget, --set), "
+        "hardware profile "
         "(fresh run id, results beside RUN), then compare metrics.jsonl without timing keys. "
         "Refuses when the experiment source or the uncommitted changes differ from the record "
         "(unless --force); warns when commits, lockfile or versions differ. Exit code 0 when "

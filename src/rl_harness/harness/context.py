@@ -10,11 +10,19 @@ the `RunContext`, with the hardware profile resolved to a plan.
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from rl_harness.harness.budgets import (
+    SMOKE_BUDGET,
+    BudgetChoice,
+    BudgetError,
+    resolve_budget,
+    split_override,
+)
 from rl_harness.harness.hardware import HardwarePlan, check_profile, resolve_profile
 from rl_harness.harness.layout import ARTIFACTS_PARENT, RESULTS_PARENT, RunPaths
 from rl_harness.harness.locations import Location, location_text, path_or_uri
@@ -55,7 +63,9 @@ class RunOptions:
     """
 
     seed: int = DEFAULT_SEED
-    smoke: bool = False
+    smoke: bool = False  # the same as budget="smoke"
+    budget: str | None = None  # a name in the recipe's BUDGETS; None: its DEFAULT_BUDGET
+    overrides: tuple[str, ...] = ()  # "KEY=VALUE" on the budget's fields (--set)
     resume_from: Location | None = None  # a local path, or a URI kept as text (s3://...)
     hardware_profile: str = DEFAULT_PROFILE
     results_dir: Path | None = None
@@ -68,8 +78,15 @@ class RunOptions:
 
     def checked(self) -> RunOptions:
         """The options with every value checked (ValueError naming the bad one) and
-        normalized: log targets deduplicated, a local resume path resolved, a URI kept."""
+        normalized: log targets deduplicated, a local resume path resolved, a URI kept,
+        `smoke` and `budget="smoke"` made the same. Budget names and override keys are the
+        recipe's, checked when it is loaded (budgets.py)."""
         validate_seed(self.seed)
+        if self.smoke and self.budget not in (None, SMOKE_BUDGET):
+            raise ValueError(f"--smoke means --budget smoke, but --budget {self.budget} was given")
+        smoke = self.smoke or self.budget == SMOKE_BUDGET
+        for text in self.overrides:
+            split_override(text)
         check_profile(self.hardware_profile)
         if self.run_id is not None and not valid_run_id(self.run_id):
             raise ValueError(
@@ -86,13 +103,22 @@ class RunOptions:
             resume = resume.expanduser().resolve()
             if not resume.exists():
                 raise ValueError(f"resume path does not exist: {self.resume_from}")
-        return replace(self, resume_from=resume, log_to=check_log_targets(self.log_to))
+        return replace(
+            self,
+            smoke=smoke,
+            budget=SMOKE_BUDGET if smoke else self.budget,
+            overrides=tuple(self.overrides),
+            resume_from=resume,
+            log_to=check_log_targets(self.log_to),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the manifest records them (`options`)."""
         return {
             "seed": self.seed,
             "smoke": self.smoke,
+            "budget": self.budget,
+            "set": list(self.overrides),
             "resume_from": location_text(self.resume_from),
             "hardware_profile": self.hardware_profile,
             "results_dir": str(self.results_dir) if self.results_dir else None,
@@ -109,7 +135,9 @@ class RunOptions:
 class RunContext:
     """Where a run writes, which seed it uses, and which resources it may take.
 
-    Nothing scientific lives here: recipes own their science.
+    Nothing scientific lives here: recipes own their science. `budget` is the name of the
+    recipe's budget this run uses and `settings` that budget (a recipe's BUDGETS entry with
+    any `--set` overrides applied, `overrides`); a recipe without BUDGETS gets None.
     """
 
     experiment_module: str
@@ -118,13 +146,21 @@ class RunContext:
     artifacts_dir: Path  # large data: <leaf>/artifacts/<run-id>/ (ignored)
     run_id: str
     seed: int = DEFAULT_SEED
-    smoke: bool = False
+    smoke: bool = False  # budget == "smoke"
+    budget: str | None = None  # the name in the recipe's BUDGETS (budgets.py)
+    settings: Any = None  # that budget, overrides applied (a frozen dataclass instance)
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set, parsed
     resume_from: Location | None = None  # a local Path, or a URI kept as text (s3://...)
     hardware: HardwarePlan = field(default_factory=lambda: resolve_profile(DEFAULT_PROFILE))
     ray_address: str | None = None
     log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
     # The checked options it was made from (the manifest records them as `options`).
     options: RunOptions = field(default_factory=RunOptions, repr=False)
+
+    @property
+    def budget_record(self) -> dict[str, Any]:
+        """The budget as the manifest and config.json record it."""
+        return BudgetChoice(self.budget, self.settings, dict(self.overrides)).record()
 
     @property
     def paths(self) -> RunPaths:
@@ -164,6 +200,7 @@ def make_context(
     options: RunOptions | None = None,
     *,
     experiment_module: str = "adhoc",
+    budget_choice: BudgetChoice | None = None,
     **fields: Any,
 ) -> RunContext:
     """Check the options, allocate a run id and its directories.
@@ -171,8 +208,27 @@ def make_context(
     `options` (default `RunOptions()`) with any of its fields replaced by keyword, e.g.
     `make_context(leaf, seed=3, smoke=True)`. Every option is checked first (ValueError), so
     a rejected run leaves no folder behind.
+
+    The budget (`context.budget`, `context.settings`): `budget_choice` when given (the CLI
+    resolves it from the recipe it loaded); else, when `experiment_module` is an imported
+    module (a notebook that imported the recipe), its BUDGETS resolved from
+    `options.budget` / `smoke` / `overrides` (budgets.py); else the name alone, no settings.
     """
     options = replace(options or RunOptions(), **fields).checked()
+    budget = budget_choice
+    if budget is None and experiment_module in sys.modules:
+        module = sys.modules[experiment_module]
+        budget = resolve_budget(module, options.budget, options.overrides, smoke=options.smoke)
+    if budget is None:
+        if options.overrides:
+            raise BudgetError(
+                f"--set needs the recipe's BUDGETS: import {experiment_module} first, or pass "
+                "budget_choice=resolve_budget(module, ...)"
+            )
+        budget = BudgetChoice(options.budget)
+    options = replace(
+        options, budget=budget.name, smoke=options.smoke or budget.name == SMOKE_BUDGET
+    )
     hardware = resolve_profile(options.hardware_profile)
     experiment_dir = Path(experiment_dir).resolve()
     results_base = (
@@ -202,6 +258,9 @@ def make_context(
         run_id=run_id,
         seed=options.seed,
         smoke=options.smoke,
+        budget=budget.name,
+        settings=budget.settings,
+        overrides=dict(budget.overrides),
         resume_from=options.resume_from,
         hardware=hardware,
         ray_address=options.ray_address,

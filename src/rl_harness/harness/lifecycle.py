@@ -16,6 +16,7 @@ from rl_harness.harness.atomic import (
     write_json_atomic,
     write_text_atomic,
 )
+from rl_harness.harness.budgets import BudgetChoice, resolve_budget
 from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
 from rl_harness.harness.interrupts import (
     COMPLETED,
@@ -104,12 +105,22 @@ def load_for_run(target: str, options: RunOptions) -> tuple[Recipe, RunOptions]:
     """The checked options (bad ones refused before the recipe is imported) and the recipe
     `target` names; RecipeError (or the options' ValueError) for bad input."""
     options = options.checked()
+    recipe = _load(target, options)
+    return recipe, options
+
+
+def recipe_budget(recipe: Recipe, options: RunOptions) -> BudgetChoice:
+    """The budget the options ask of the recipe (BudgetError, before any folder or Ray)."""
+    return resolve_budget(recipe.module, options.budget, options.overrides, smoke=options.smoke)
+
+
+def _load(target: str, options: RunOptions) -> Recipe:
     if options.ray_address is None:
         from rl_harness.harness.rayinit import prefer_driver_environment
 
         prefer_driver_environment()  # before the recipe imports Ray
     try:
-        return load_recipe(target), options
+        return load_recipe(target)
     except RecipeError:
         raise
     except Exception as error:  # the recipe module itself failed to import
@@ -128,15 +139,18 @@ def execute_recipe(
     code of a recorded run into a plain kill.
     """
     recipe, options = load_for_run(target, options)
+    budget = recipe_budget(recipe, options)
     b2 = storage_config(options.upload_artifacts)
-    context = make_context(recipe.experiment_dir, options, experiment_module=recipe.module_name)
+    context = make_context(
+        recipe.experiment_dir, options, experiment_module=recipe.module_name, budget_choice=budget
+    )
     manifest = start_manifest(
         context, source_file=recipe.source_file, argv=argv, options=context.options.to_dict()
     )
     write_manifest(context.results_dir, manifest)
     log.info(
         f"[{context.run_id}] {recipe.module_name} seed={context.seed} "
-        f"smoke={context.smoke} -> {context.results_dir}"
+        f"smoke={context.smoke} budget={context.budget or '-'} -> {context.results_dir}"
     )
 
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end

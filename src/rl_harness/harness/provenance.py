@@ -161,6 +161,8 @@ def start_manifest(
         "command": {"argv": list(argv), "executable": sys.executable, "cwd": str(Path.cwd())},
         "options": options,
         "seed": context.seed,
+        # The recipe's budget: its name, every setting (overrides applied), the overrides.
+        "budget": context.budget_record,
         "experiment_repo": _identity_record(experiment_git, experiment_patch),
         "library": {
             "version": library_version,

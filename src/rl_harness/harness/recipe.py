@@ -22,6 +22,7 @@ class Recipe:
     source_file: Path
     experiment_dir: Path
     run: Callable[[Any], Any]
+    module: ModuleType | None = None  # where BUDGETS / DEFAULT_BUDGET are read (budgets.py)
 
 
 def _dotted_name_for_file(path: Path) -> tuple[str, Path]:
@@ -92,4 +93,4 @@ def load_recipe(target: str) -> Recipe:
     if not callable(run):
         raise RecipeError(f"{module.__name__}.run is not callable")
     source = Path(module.__file__ or "").resolve()
-    return Recipe(module.__name__, source, source.parent, run)
+    return Recipe(module.__name__, source, source.parent, run, module)

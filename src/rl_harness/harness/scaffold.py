@@ -94,24 +94,44 @@ __pycache__/
 EXAMPLE_LEAF = '''\
 """Tiny PPO on CartPole: the smallest complete recipe, to check the setup end to end.
 
-Budget: smoke = 2 iterations of 200 env steps (seconds); full = 20 iterations of 2000 steps.
+Budgets: smoke = 2 iterations of 200 env steps (seconds); cpu (the default) = 20 iterations
+of 2000 steps.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from rl_harness import RunContext, run_algorithm
 
 
-def build_config(smoke: bool) -> PPOConfig:
+@dataclass(frozen=True)
+class Budget:
+    iterations: int  # PPO iterations (one algo.train() each)
+    train_batch: int  # env steps per iteration (train_batch_size_per_learner)
+    minibatch: int  # SGD minibatch size
+    num_epochs: int  # SGD passes over each train batch
+    checkpoint_every: int  # iterations between checkpoints (0: none but the last)
+
+
+SMOKE = Budget(iterations=2, train_batch=200, minibatch=100, num_epochs=2, checkpoint_every=0)
+CPU = Budget(iterations=20, train_batch=2000, minibatch=250, num_epochs=6, checkpoint_every=5)
+# Chosen by name, never by the hardware: `--smoke` (= `--budget smoke`), `--budget cpu`;
+# `--set iterations=40` changes one setting; `--show-settings` lists them.
+BUDGETS = {"smoke": SMOKE, "cpu": CPU}
+DEFAULT_BUDGET = "cpu"
+
+
+def build_config(plan: Budget) -> PPOConfig:
     return (
         PPOConfig()
         .environment("CartPole-v1")
         .training(
-            train_batch_size_per_learner=200 if smoke else 2000,
-            minibatch_size=100 if smoke else 250,
-            num_epochs=2 if smoke else 6,
+            train_batch_size_per_learner=plan.train_batch,
+            minibatch_size=plan.minibatch,
+            num_epochs=plan.num_epochs,
             lr=3e-4,
         )
         .rl_module(model_config={"fcnet_hiddens": [32, 32]})
@@ -119,7 +139,13 @@ def build_config(smoke: bool) -> PPOConfig:
 
 
 def run(context: RunContext) -> dict:
-    result = run_algorithm(build_config(context.smoke), context, stop=2 if context.smoke else 20)
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_every=plan.checkpoint_every,
+    )
     return {
         "iterations": result.iterations,
         "episode_return_mean": result.final_metrics.get("env_runners/episode_return_mean"),
@@ -166,7 +192,9 @@ AGENTS = f"""# Experiment repo: agent notes
 - Run: `uv run rl-harness experiments.<study>.<leaf>.experiment --smoke` (seconds) before any
   full run; `--seed N` sets the one root seed (default 42).
 - Recipes own their science (env, model, budget); the harness owns seeds, records and
-  hardware. Use `rl_harness` APIs (`run_algorithm`, `run_tune`, `RunContext`); do not copy
+  hardware. Budgets: a frozen dataclass, its instances in `BUDGETS` with `DEFAULT_BUDGET`,
+  read as `context.settings` (`--budget NAME`, `--set KEY=VALUE`, `--show-settings`).
+  Use `rl_harness` APIs (`run_algorithm`, `run_tune`, `RunContext`); do not copy
   library code here, change the library in its own repo.
 - `results/<run-id>/` is small and tracked; `artifacts/` is ignored. Commit code before runs
   you care about: the manifest records this repo's commit and the library's separately, and

@@ -8,7 +8,8 @@ older commit included): read its manifest (leaf, seed, smoke), load its final ch
 with the analysis' own settings (`shared.rollout_settings`: the same seeds, warm-up and
 batching, so these are the first episodes and steps of the run's own analysis rollouts),
 build the untrained control as the analysis does, and run `shared.run_interventions` at the
-current leaf's Budget sizes (SMOKE for a smoke run, else CPU; CPU and FULL sizes are equal,
+current leaf's Budget sizes (the run's recorded budget with its --set overrides; a run from
+before budgets had names: SMOKE for a smoke run, else CPU; CPU and FULL sizes are equal,
 tested). Writes interventions.json and interventions.png into that run's results folder
 (an existing interventions.json is kept unless --overwrite). A run that is not `completed`
 is refused unless --any-status (its newest checkpoint is then used).
@@ -17,6 +18,7 @@ is refused unless --any-status (its newest checkpoint is then used).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 import time
@@ -67,8 +69,10 @@ def backfill(
         print(f"{run.run_id}: {target.name} exists (pass --overwrite to redo it)")
         return None
     recipe = importlib.import_module(f"{STUDY}.{leaf}.experiment")
-    smoke = bool(((run.manifest or {}).get("options") or {}).get("smoke"))
-    plan = recipe.SMOKE if smoke else recipe.CPU
+    smoke = run.budget == "smoke"
+    # The run's recorded budget and --set overrides (runs from before budgets had names: CPU).
+    overrides = ((run.manifest or {}).get("budget") or {}).get("overrides") or {}
+    plan = dataclasses.replace(recipe.BUDGETS[run.budget or "cpu"], **overrides)
     seed = run.seed if run.seed is not None else 42
     started = time.perf_counter()
 

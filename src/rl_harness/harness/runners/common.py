@@ -59,6 +59,8 @@ def ensure_ray(context: RunContext) -> None:
 def write_config(context: RunContext, config: AlgorithmConfig, overrides=None) -> dict[str, Any]:
     """results/<run-id>/config.json: the resolved config (configrecord.py); returns it."""
     record = config_record(config, overrides)
+    # The recipe's budget beside the config it built from it (group-by `budget.name`).
+    record["budget"] = context.budget_record
     write_json_atomic(context.paths.config, record)
     return record
 

@@ -17,7 +17,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Self
 
-from rl_harness.harness.layout import MANIFEST_NAME, RunPaths, conventional_artifacts_dir
+from rl_harness.harness.layout import (
+    CONFIG_NAME,
+    MANIFEST_NAME,
+    METRICS_NAME,
+    RESULT_NAME,
+    RESULTS_PARENT,
+    SUMMARY_NAME,
+    RunPaths,
+    conventional_artifacts_dir,
+)
 from rl_harness.harness.liveness import StatusCheck, check_status
 from rl_harness.harness.metrics import read_metrics
 
@@ -35,7 +44,11 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise RunToolError(f"{path} is not valid JSON: {error}") from None
+        raise RunToolError(f"{path} is corrupt (not valid JSON: {error})") from None
+    except UnicodeDecodeError:
+        raise RunToolError(f"{path} is corrupt (not UTF-8 text)") from None
+    except OSError as error:
+        raise RunToolError(f"{path} cannot be read ({error.strerror or error})") from None
 
 
 def _read_optional(path: Path) -> Any | None:
@@ -105,6 +118,16 @@ class RunRecord:
             if record and record.get("seed") is not None:
                 return int(record["seed"])
         return None
+
+    @property
+    def budget(self) -> str | None:
+        """The recipe budget the run used: the manifest's `options.budget`, "smoke" for a
+        smoke run; None for a run recorded before budgets had names (or a recipe with none)."""
+        options = self.section("options")
+        if options.get("smoke"):
+            return "smoke"
+        budget = options.get("budget")
+        return str(budget) if budget is not None else None
 
     @cached_property
     def status_check(self) -> StatusCheck | None:
@@ -202,29 +225,80 @@ def load_run(path: Path) -> RunRecord:
     return RunRecord.read(path)
 
 
-def find_run_dirs(root: Path) -> list[Path]:
-    """Every folder at or under `root` holding a run_manifest.json (hidden folders skipped)."""
-    root = Path(root)
-    found = []
-    for folder, dirs, files in os.walk(root):
+@dataclass(frozen=True)
+class Unreadable:
+    """A run folder a reader could not read, and why (the readers name each one)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cannot read run folder {self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class RunScan:
+    """The runs found under a folder, oldest first, and the run folders that could not be
+    read (a corrupt manifest, or a results/<run-id>/ without one)."""
+
+    records: list[RunRecord]
+    unreadable: list[Unreadable]
+
+
+# A folder under results/ holding one of these (or nothing) but no manifest is a run whose
+# manifest is missing (deleted, or a context made without a run), not some other folder.
+_RECORD_NAMES = {CONFIG_NAME, METRICS_NAME, SUMMARY_NAME, RESULT_NAME}
+
+
+def _lost_manifest(folder: Path, files: list[str], dirs: list[str]) -> bool:
+    return folder.parent.name == RESULTS_PARENT and (
+        (not files and not dirs) or bool(_RECORD_NAMES & set(files))
+    )
+
+
+def _walk_runs(root: Path) -> tuple[list[Path], list[Path]]:
+    """(folders holding a run_manifest.json, results/<id>/ folders missing one) under root."""
+    found, lost = [], []
+    for folder, dirs, files in os.walk(Path(root)):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
         if MANIFEST_NAME in files:
             found.append(Path(folder))
             dirs[:] = []  # a run folder holds no further runs
-    return found
+        elif _lost_manifest(Path(folder), files, dirs):
+            lost.append(Path(folder))
+            dirs[:] = []
+    return found, lost
 
 
-def find_runs(root: Path) -> list[RunRecord]:
-    """The runs under `root`, oldest first; unreadable manifests are skipped."""
-    records = []
-    for folder in find_run_dirs(root):
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every folder at or under `root` holding a run_manifest.json (hidden folders skipped)."""
+    return _walk_runs(root)[0]
+
+
+def find_runs(root: Path) -> RunScan:
+    """The runs under `root`, oldest first, and every run folder that could not be read:
+    a corrupt manifest, or a results/<run-id>/ holding records (or nothing) but no
+    manifest. Callers name the unreadable ones; none is skipped silently."""
+    found, lost = _walk_runs(root)
+    records, unreadable = [], []
+    for folder in found:
         try:
             records.append(load_run(folder))
-        except RunToolError:
-            continue
-    return sorted(
-        records, key=lambda r: (str((r.manifest or {}).get("started_at") or ""), r.run_id)
-    )
+        except RunToolError as error:
+            unreadable.append(Unreadable(folder, _reason(error, folder)))
+    for folder in lost:
+        what = "it is empty" if not any(folder.iterdir()) else "it holds records"
+        unreadable.append(Unreadable(folder, f"no {MANIFEST_NAME} ({what})"))
+    records.sort(key=lambda r: (str((r.manifest or {}).get("started_at") or ""), r.run_id))
+    return RunScan(records, sorted(unreadable, key=lambda u: str(u.path)))
+
+
+def _reason(error: Exception, folder: Path) -> str:
+    """The error's text without the folder's own path (the line names it already)."""
+    text = str(error)
+    for path in (folder.resolve(), folder):
+        text = text.replace(f"{path}{os.sep}", "").replace(str(path), "the folder")
+    return text
 
 
 def resolve_run(text: str, search_root: Path | None = None) -> RunRecord:

@@ -166,8 +166,9 @@ def plan_reproduction(
     results_parent: Path | None = None,
     artifacts_parent: Path | None = None,
 ) -> Reproduction:
-    """The CLI call that re-runs `record`: same source, seed, smoke flag, hardware profile and
-    resume point, a fresh run id, results beside the recorded run unless told otherwise."""
+    """The CLI call that re-runs `record`: same source, seed, budget (smoke flag, `--budget`,
+    `--set`), hardware profile and resume point, a fresh run id, results beside the recorded
+    run unless told otherwise."""
     options = record.section("options")
     seed = record.manifest.get("seed", options.get("seed"))
     profile = options.get("hardware_profile") or "cpu-local"
@@ -180,6 +181,10 @@ def plan_reproduction(
     command += ["--run-id", run_id, "--results-dir", str(parent)]
     if options.get("smoke"):
         command.append("--smoke")
+    elif options.get("budget"):  # recorded since budgets are chosen by name
+        command += ["--budget", str(options["budget"])]
+    for text in options.get("set") or []:
+        command += ["--set", str(text)]
     if artifacts_parent:
         command += ["--artifacts-dir", str(Path(artifacts_parent).resolve())]
     resume = options.get("resume_from")

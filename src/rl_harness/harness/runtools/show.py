@@ -47,7 +47,7 @@ def experiment_label(record: RunRecord) -> str:
     return module.removesuffix(".experiment")
 
 
-RUNS_HEADER = ("run", "experiment", "status", "seed", "exp", "lib", "duration", "return")
+RUNS_HEADER = ("run", "experiment", "status", "seed", "budget", "exp", "lib", "duration", "return")
 UNCHECKED = "running?"  # recorded as running where this machine cannot check the process
 
 
@@ -64,6 +64,7 @@ def runs_table(records: Sequence[RunRecord]) -> str:
             experiment_label(record),
             status_label(record),
             number_label(record.manifest.get("seed")),
+            record.budget or "-",
             commit_label(record.section("experiment_repo")),
             commit_label(record.section("library")),
             duration_label(record.manifest.get("duration_s")),
@@ -115,8 +116,10 @@ def show_text(record: RunRecord) -> str:
         f"experiment  {experiment.get('module')}",
         f"source      {experiment.get('source_file')}  "
         f"sha256 {short(experiment.get('source_sha256'), 12)}",
-        f"seed        {m.get('seed')}   smoke {options.get('smoke')}   "
+        f"seed        {m.get('seed')}   budget {record.budget or '-'}   "
+        f"smoke {options.get('smoke')}   "
         f"resume_from {options.get('resume_from') or '-'}",
+        *_budget_lines(record),
         f"hardware    {plan.get('profile', options.get('hardware_profile'))}: "
         f"env runners {plan.get('num_env_runners')}, learners {plan.get('num_learners')}, "
         f"gpus/learner {plan.get('num_gpus_per_learner')}",
@@ -151,6 +154,17 @@ def show_text(record: RunRecord) -> str:
         lines.append("result.json:")
         lines += _key_values(flatten(record.result))  # nested mappings as a/b keys
     return "\n".join(lines)
+
+
+def _budget_lines(record: RunRecord) -> list[str]:
+    """The recorded budget settings, overrides marked (runs recorded before: none)."""
+    budget = record.section("budget")
+    settings = budget.get("settings")
+    if not isinstance(settings, dict):
+        return []
+    overrides = budget.get("overrides") or {}
+    cells = [f"{k}={v}{' (--set)' if k in overrides else ''}" for k, v in settings.items()]
+    return ["settings    " + ", ".join(cells)]
 
 
 def _key_values(values: dict[str, Any]) -> list[str]:

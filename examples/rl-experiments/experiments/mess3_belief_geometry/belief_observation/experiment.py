@@ -13,7 +13,7 @@ Run (from the experiment repo):
     uv run rl-harness experiments.mess3_belief_geometry.belief_observation.experiment --smoke
     uv run rl-harness experiments.mess3_belief_geometry.belief_observation.experiment
     uv run rl-harness experiments.mess3_belief_geometry.belief_observation.experiment \
-        --hardware-profile single-gpu          # FULL: 10M env steps, the original's budget
+        --budget full --hardware-profile single-gpu   # FULL: 10M env steps, the original's budget
 
 Writes what `reward_only` writes. Budgets and agent: exactly `reward_only`'s (tested).
 Results: the study README (run ids, dates, the measured times of each budget).
@@ -90,7 +90,8 @@ CPU = Budget(
     intervention_steps=256,
 )
 # The original study's budget: 306 x 32,768 = 10,027,008 env steps (>= 10M), for the
-# single-gpu hardware profile (see the study README for the vast command, 3 seeds).
+# `--budget full` (on a GPU with --hardware-profile single-gpu: the study README's vast
+# command, 3 seeds).
 FULL = Budget(
     iterations=306,
     train_batch=32_768,
@@ -109,6 +110,9 @@ FULL = Budget(
     intervention_episodes=64,
     intervention_steps=256,
 )
+# Chosen by name (`--budget NAME`, `--smoke` = smoke), never by the hardware plan.
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
+DEFAULT_BUDGET = "cpu"
 
 
 # The original study's transformer size. The previous action comes in the observation (the
@@ -127,13 +131,6 @@ MODEL_CONFIG = {
     "num_layers": 3,
     "prev_action": False,
 }
-
-
-def budget(context: RunContext) -> Budget:
-    """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
-    if context.smoke:
-        return SMOKE
-    return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
 
 
 def module_spec() -> RLModuleSpec:
@@ -174,7 +171,7 @@ def build_config(plan: Budget) -> PPOConfig:
 
 
 def run(context: RunContext) -> dict:
-    plan = budget(context)
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,

@@ -13,8 +13,9 @@ and 95% Student-t interval across runs
 (oracle, belief MDP, best stack-2, best memoryless) head the table.
 
 Runs read: the completed runs under `<study>/<leaf>/results/` (or under
-`$MESS3_BELIEF_GEOMETRY_RUNS/<leaf>/results/` when set), of the same kind as this run
-(smoke runs with --smoke, others without). Runs from different library commits are refused
+`$MESS3_BELIEF_GEOMETRY_RUNS/<leaf>/results/` when set), of one budget: `--budget cpu` (the
+default), `--budget full`, `--smoke`; runs of other budgets are never pooled (study_table.md
+names those left out). Runs from different library commits are refused
 except in smoke mode (the error names them).
 
 Run (from the experiment repo, after the training leaves):
@@ -30,7 +31,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.mess3_belief_geometry import shared
 from rl_harness import RunContext
@@ -73,20 +77,47 @@ def metric_keys(folders: list[Path]) -> list[str]:
     return METRICS + [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
 
 
+@dataclass(frozen=True)
+class Pool:
+    runs_budget: str  # the budget of the training runs this synthesis pools (never two)
+
+
+# `--budget NAME` pools the training runs of that budget only (`--smoke`: the smoke runs).
+BUDGETS = {"smoke": Pool("smoke"), "cpu": Pool("cpu"), "full": Pool("full")}
+DEFAULT_BUDGET = "cpu"
+
+
+def run_budget(manifest: Mapping[str, Any]) -> str:
+    """A training run's budget: its recorded name (`options.budget`; smoke for --smoke).
+    Runs recorded before budgets had names chose FULL on a GPU hardware plan, else CPU."""
+    options = manifest.get("options") or {}
+    if options.get("smoke"):
+        return "smoke"
+    if options.get("budget"):
+        return str(options["budget"])
+    plan = (manifest.get("hardware") or {}).get("plan") or {}
+    return "full" if (plan.get("num_gpus_per_learner") or 0) > 0 else "cpu"
+
+
 def study_root(context: RunContext) -> Path:
     return Path(os.environ.get(RUNS_ENV) or context.experiment_dir.parent)
 
 
-def run_folders(root: Path, smoke: bool) -> list[Path]:
-    """Completed runs of the training leaves under `root` whose smoke flag equals `smoke`."""
-    folders = []
+def run_folders(root: Path, budget: str) -> tuple[list[Path], dict[str, list[str]]]:
+    """(completed runs of the training leaves under `root` of `budget`, {other budget: run
+    ids left out})."""
+    folders: list[Path] = []
+    others: dict[str, list[str]] = {}
     for leaf in TRAINING_LEAVES:
         for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
             record = json.loads(manifest.read_text(encoding="utf-8"))
-            options = record.get("options") or {}
-            if record.get("status") == "completed" and bool(options.get("smoke")) == smoke:
+            if record.get("status") != "completed":
+                continue
+            if run_budget(record) == budget:
                 folders.append(manifest.parent)
-    return folders
+            else:
+                others.setdefault(run_budget(record), []).append(manifest.parent.name)
+    return folders, others
 
 
 def solver_table(values: dict) -> str:
@@ -99,27 +130,37 @@ def solver_table(values: dict) -> str:
 
 def run(context: RunContext) -> dict:
     root = study_root(context)
-    folders = run_folders(root, context.smoke)
+    budget = context.settings.runs_budget
+    folders, other_budgets = run_folders(root, budget)
     if not folders:
-        kind = "smoke" if context.smoke else "non-smoke"
         raise RuntimeError(
-            f"no completed {kind} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
-            "run the training leaves first"
+            f"no completed {budget} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
+            "run the training leaves first (other budgets: "
+            f"{', '.join(other_budgets) or 'none'})"
         )
-    comparison = compare_runs(folders, metric_keys(folders), allow_mixed=context.smoke)
+    # One budget, read by run_budget (which also reads records from before budgets had
+    # names): compare_runs, which sees only recorded names, need not refuse them again.
+    comparison = compare_runs(
+        folders, metric_keys(folders), allow_mixed=context.smoke, allow_mixed_budgets=True
+    )
+    left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in other_budgets.items())
     values = shared.solver_values()
     files = write_comparison(comparison, context.results_dir)
     table = context.results_dir / "study_table.md"
     table.write_text(
         "# MESS3 occupancy control: arms against the solver ceilings\n\n"
         + solver_table(values)
-        + "\n"
+        + f"\nBudget: {budget} runs only"
+        + (f" (left out: {left})" if left else "")
+        + ".\n\n"
         + comparison_markdown(comparison),
         encoding="utf-8",
     )
     return {
         "runs": len(comparison.runs),
         "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
+        "budget": budget,
+        "left_out_other_budgets": other_budgets,
         "solver_values": {key: values.get(key) for key in shared.REFERENCES},
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms

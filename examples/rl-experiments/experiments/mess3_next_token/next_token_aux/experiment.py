@@ -81,6 +81,9 @@ FULL = Budget(
     probe_episodes=256,
     n_bootstrap=1000,
 )
+# Chosen by name (`--smoke` = `--budget smoke`); this study has no separate CPU budget.
+BUDGETS = {"smoke": SMOKE, "full": FULL}
+DEFAULT_BUDGET = "full"
 
 
 class NextTokenAuxGRU(NextTokenAuxHeadMixin, GRUActorCritic):
@@ -99,9 +102,8 @@ def module_spec() -> RLModuleSpec:
     )
 
 
-def build_config(smoke: bool) -> PPOConfig:
+def build_config(budget: Budget) -> PPOConfig:
     """A fresh PPOConfig for this leaf: a caller's edits never leak into the next run."""
-    budget = SMOKE if smoke else FULL
     return (
         PPOConfig()
         .environment(ENV_ID, env_config=shared.env_config(info=["token"]))
@@ -131,8 +133,8 @@ def build_config(smoke: bool) -> PPOConfig:
 
 
 def run(context: RunContext) -> dict:
-    budget = SMOKE if context.smoke else FULL
-    result = run_algorithm(build_config(context.smoke), context, stop=budget.iterations)
+    budget: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+    result = run_algorithm(build_config(budget), context, stop=budget.iterations)
     record = shared.analyze(
         context,
         label="next_token_aux",

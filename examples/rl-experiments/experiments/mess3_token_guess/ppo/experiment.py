@@ -19,13 +19,15 @@ Run (from the experiment repo):
     uv run rl-harness experiments.mess3_token_guess.ppo.experiment --smoke
     uv run rl-harness experiments.mess3_token_guess.ppo.experiment --seed 0
     uv run rl-harness experiments.mess3_token_guess.ppo.experiment \
-        --hardware-profile single-gpu          # FULL: 2.5M env steps
+        --budget full --hardware-profile single-gpu   # FULL: 2.5M env steps
 
 Writes results/<run-id>/probe_metrics.json (accuracy and probe at step 0 and at log-spaced
 checkpoints, every residual depth at the last one, the exact ceilings), fractal.png and
 learning_curve.png; result.json holds the summary (shared.summary).
 
-Budgets (`budget(context)`): `--smoke` SMOKE; a GPU hardware profile FULL; otherwise CPU.
+Budgets (`BUDGETS`, chosen by name, never by the hardware): `--smoke` (= `--budget smoke`)
+SMOKE, `--budget cpu` CPU (the default), `--budget full` FULL; `--set KEY=VALUE` changes one
+setting, `--show-settings` lists them all.
 Results to expect: see the study README (CPU budget, 3 seeds).
 """
 
@@ -81,7 +83,7 @@ CPU = Budget(
     probe_steps=256,
     n_bootstrap=1000,
 )
-# 77 x 32,768 = 2,523,136 env steps (>= 2.5M), for the single-gpu hardware profile.
+# 77 x 32,768 = 2,523,136 env steps (>= 2.5M): `--budget full` (a GPU recommended).
 FULL = Budget(
     iterations=77,
     train_batch=32_768,
@@ -93,6 +95,9 @@ FULL = Budget(
     probe_steps=256,
     n_bootstrap=1000,
 )
+# Chosen by name (`--budget NAME`, `--smoke` = smoke), never by the hardware plan.
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
+DEFAULT_BUDGET = "cpu"
 
 # The belief-geometry paper's transformer on the env's newest-first 10-token window.
 MODEL_CONFIG = {
@@ -116,13 +121,6 @@ MODEL_CONFIG = {
     # function and parameters as per-window, several times faster (docs/performance.md).
     "train_forward": "prefix_shared",
 }
-
-
-def budget(context: RunContext) -> Budget:
-    """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
-    if context.smoke:
-        return SMOKE
-    return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
 
 
 def module_spec(model_config: Mapping[str, Any] = MODEL_CONFIG) -> RLModuleSpec:
@@ -160,7 +158,7 @@ def run(
 ) -> dict:
     """Train and analyse; `model_config` and `label` are the init-ablation leaf's
     (ppo_default_init), which is this leaf with another initialisation."""
-    plan = budget(context)
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
         build_config(plan, model_config),

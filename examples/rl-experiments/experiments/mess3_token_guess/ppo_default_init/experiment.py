@@ -24,7 +24,8 @@ from experiments.mess3_token_guess.ppo import experiment as ppo
 from rl_harness import RunContext
 
 # ppo's budgets, unchanged.
-Budget, SMOKE, CPU, FULL, budget = ppo.Budget, ppo.SMOKE, ppo.CPU, ppo.FULL, ppo.budget
+Budget, SMOKE, CPU, FULL = ppo.Budget, ppo.SMOKE, ppo.CPU, ppo.FULL
+BUDGETS, DEFAULT_BUDGET = ppo.BUDGETS, ppo.DEFAULT_BUDGET
 
 INIT_KEYS = ("init", "init_std", "pi_output_scale", "vf_output_scale")
 

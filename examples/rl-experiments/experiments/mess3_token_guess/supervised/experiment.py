@@ -15,12 +15,13 @@ Run (from the experiment repo):
     uv run rl-harness experiments.mess3_token_guess.supervised.experiment --smoke
     uv run rl-harness experiments.mess3_token_guess.supervised.experiment --seed 0
     uv run rl-harness experiments.mess3_token_guess.supervised.experiment \
-        --hardware-profile single-gpu          # FULL: 2.5M tokens
+        --budget full --hardware-profile single-gpu   # FULL: 2.5M tokens
 
 Writes the same files as `ppo`; the learning curve's third panel is the training loss in
 bits per token against the exact conditional entropy of a 10-token window.
 
-Budgets (`budget(context)`): identical to `ppo`'s (a test checks). Results to expect: see
+Budgets (`BUDGETS`: `--smoke`, `--budget cpu` default, `--budget full`; `--set KEY=VALUE`):
+identical to `ppo`'s (a test checks). Results to expect: see
 the study README (CPU budget, 3 seeds).
 """
 
@@ -77,7 +78,7 @@ CPU = Budget(
     probe_steps=256,
     n_bootstrap=1000,
 )
-# 77 x 32,768 = 2,523,136 env steps (>= 2.5M), for the single-gpu hardware profile.
+# 77 x 32,768 = 2,523,136 env steps (>= 2.5M): `--budget full` (a GPU recommended).
 FULL = Budget(
     iterations=77,
     train_batch=32_768,
@@ -89,6 +90,9 @@ FULL = Budget(
     probe_steps=256,
     n_bootstrap=1000,
 )
+# Chosen by name (`--budget NAME`, `--smoke` = smoke), never by the hardware plan.
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
+DEFAULT_BUDGET = "cpu"
 
 # The belief-geometry paper's transformer on the env's newest-first 10-token window.
 MODEL_CONFIG = {
@@ -117,13 +121,6 @@ MODEL_CONFIG = {
 class SupervisedLearner(SupervisedNextTokenLossMixin, PPOTorchLearner):
     """PPO's learner pipeline (sampling, minibatches, epochs, optimizer) with the next-token
     cross-entropy as its only loss."""
-
-
-def budget(context: RunContext) -> Budget:
-    """SMOKE with --smoke, FULL on a GPU hardware profile, else CPU."""
-    if context.smoke:
-        return SMOKE
-    return FULL if context.hardware.num_gpus_per_learner > 0 else CPU
 
 
 def module_spec() -> RLModuleSpec:
@@ -157,7 +154,7 @@ def build_config(plan: Budget) -> PPOConfig:
 
 
 def run(context: RunContext) -> dict:
-    plan = budget(context)
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
         build_config(plan),

@@ -17,8 +17,9 @@ checkpoint from step 0 on (mean, min and max across runs at each env-step count:
 schedule is the same for every run of a budget).
 
 Runs read: the completed runs under `<study>/<leaf>/results/` (or under
-`$MESS3_TOKEN_GUESS_RUNS/<leaf>/results/` when set) of the same kind as this run (smoke runs
-with --smoke, others without). Runs from different library commits are compared only when
+`$MESS3_TOKEN_GUESS_RUNS/<leaf>/results/` when set) of one budget: `--budget cpu` (the
+default), `--budget full`, `--smoke`; runs of other budgets are never pooled (study_table.md
+names those left out). Runs from different library commits are compared only when
 the library source files they recorded differ only in the B2 mirror (`harness/storage/`,
 which a run without --log-to never calls): study_table.md then names the commits and the
 files that differ; runs of other training code are "earlier code" (above). Smoke mode
@@ -46,6 +47,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -80,20 +82,46 @@ OVER_TRAINING = ("greedy_accuracy", "r2", "r2_within_branch")
 OUTSIDE_TRAINING = ("harness/storage/",)
 
 
+@dataclass(frozen=True)
+class Pool:
+    runs_budget: str  # the budget of the training runs this synthesis pools (never two)
+
+
+# `--budget NAME` pools the training runs of that budget only (`--smoke`: the smoke runs).
+BUDGETS = {"smoke": Pool("smoke"), "cpu": Pool("cpu"), "full": Pool("full")}
+DEFAULT_BUDGET = "cpu"
+
+
+def run_budget(manifest: Mapping[str, Any]) -> str:
+    """A training run's budget: its recorded name (`options.budget`; smoke for --smoke).
+    Runs recorded before budgets had names chose FULL on a GPU hardware plan, else CPU."""
+    options = manifest.get("options") or {}
+    if options.get("smoke"):
+        return "smoke"
+    if options.get("budget"):
+        return str(options["budget"])
+    plan = (manifest.get("hardware") or {}).get("plan") or {}
+    return "full" if (plan.get("num_gpus_per_learner") or 0) > 0 else "cpu"
+
+
 def study_root(context: RunContext) -> Path:
     return Path(os.environ.get(RUNS_ENV) or context.experiment_dir.parent)
 
 
-def run_folders(root: Path, smoke: bool) -> dict[str, list[Path]]:
-    """{leaf: completed run folders whose smoke flag equals `smoke`}."""
+def run_folders(root: Path, budget: str) -> tuple[dict[str, list[Path]], dict[str, list[str]]]:
+    """({leaf: completed run folders of `budget`}, {other budget: run ids left out})."""
     folders: dict[str, list[Path]] = {}
+    others: dict[str, list[str]] = {}
     for leaf in TRAINING_LEAVES:
         for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
             record = json.loads(manifest.read_text(encoding="utf-8"))
-            options = record.get("options") or {}
-            if record.get("status") == "completed" and bool(options.get("smoke")) == smoke:
+            if record.get("status") != "completed":
+                continue
+            if run_budget(record) == budget:
                 folders.setdefault(leaf, []).append(manifest.parent)
-    return folders
+            else:
+                others.setdefault(run_budget(record), []).append(manifest.parent.name)
+    return folders, others
 
 
 def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
@@ -207,7 +235,9 @@ def compare_arms(arms: Mapping[Arm, Sequence[Path]], allow_mixed: bool) -> Compa
     one Comparison whose arms are named by leaf and initialisation."""
     merged: Comparison | None = None
     for arm, paths in arms.items():
-        part = compare_runs(paths, METRICS, allow_mixed=allow_mixed)
+        # One budget, read by run_budget (which also reads records from before budgets had
+        # names): compare_runs, which sees only recorded names, need not refuse them again.
+        part = compare_runs(paths, METRICS, allow_mixed=allow_mixed, allow_mixed_budgets=True)
         part = dataclasses.replace(
             part,
             arms=[dataclasses.replace(a, arm=arm.name) for a in part.arms],
@@ -243,6 +273,12 @@ def arms_markdown(arms: Mapping[Arm, Sequence[Path]]) -> str:
     for arm, paths in arms.items():
         lines.append(f"| {arm.name} | {', '.join(sorted(p.name for p in paths))} |")
     return "\n".join(lines) + "\n"
+
+
+def budget_markdown(budget: str, others: Mapping[str, Sequence[str]]) -> str:
+    """Which budget this table pools, and the runs of other budgets it left out."""
+    left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in others.items())
+    return f"\nBudget: {budget} runs only" + (f" (left out: {left})" if left else "") + ".\n"
 
 
 def library_markdown(differences: Mapping[str, Any]) -> str:
@@ -472,12 +508,13 @@ def plot_over_training(path: Path, table: Mapping[str, Sequence[Mapping[str, Any
 
 def run(context: RunContext) -> dict:
     root = study_root(context)
-    folders = run_folders(root, context.smoke)
+    budget = context.settings.runs_budget
+    folders, other_budgets = run_folders(root, budget)
     if not folders:
-        kind = "smoke" if context.smoke else "non-smoke"
         raise RuntimeError(
-            f"no completed {kind} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
-            "run the training leaves first"
+            f"no completed {budget} runs of {', '.join(TRAINING_LEAVES)} under {root}; "
+            "run the training leaves first (other budgets: "
+            f"{', '.join(other_budgets) or 'none'})"
         )
     every = [path for paths in folders.values() for path in paths]
     # Runs of earlier training code are shown over training beside the current ones, never
@@ -508,6 +545,7 @@ def run(context: RunContext) -> dict:
         + ceilings_markdown(shared.ceilings())
         + library_markdown(differences)
         + arms_markdown(arms)
+        + budget_markdown(budget, other_budgets)
         + "\n## At the end of training\n\n"
         + comparison_markdown(comparison)
         + "\n## Controls and paired differences\n\n"
@@ -526,6 +564,8 @@ def run(context: RunContext) -> dict:
         "probe_r2_within_branch": {
             arm.arm: arm.metrics["probe_r2_within_branch"].mean for arm in comparison.arms
         },
+        "budget": budget,
+        "left_out_other_budgets": other_budgets,
         "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
         "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]

@@ -1,0 +1,210 @@
+"""A recipe's budget, chosen by name: `rl-harness TARGET --budget NAME [--set KEY=VALUE]...`.
+
+A recipe module declares its budgets (the science of how long and how big, owned by the
+recipe) as frozen-dataclass instances of one type, and which one runs by default:
+
+    BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
+    DEFAULT_BUDGET = "cpu"
+
+`resolve_budget` picks one by name (`--smoke` is `--budget smoke`), applies `--set`
+overrides to its fields (each value parsed by the field's type: int, float, bool, str, a
+tuple of those, or one of them `| None`), and returns a `BudgetChoice`; the harness does it
+before any folder or Ray exists and hands the recipe `context.budget` (the name) and
+`context.settings` (the resolved instance). Nothing here looks at the hardware: a GPU host
+runs the budget it is asked for. A recipe without BUDGETS gets `settings=None` and accepts
+only `--smoke` or no budget at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SMOKE_BUDGET = "smoke"
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class BudgetError(ValueError):
+    """A budget name or override the recipe does not declare or cannot take (one CLI line)."""
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    """The budget a run uses: its name, the resolved settings, and the overrides applied."""
+
+    name: str | None  # None: the recipe declares no BUDGETS and no --smoke was given
+    settings: Any = None  # the recipe's frozen dataclass instance (overrides applied)
+    overrides: dict[str, Any] = field(default_factory=dict)  # field -> parsed value
+
+    def record(self) -> dict[str, Any]:
+        """What the manifest and config.json keep (`budget`)."""
+        settings = dataclasses.asdict(self.settings) if self.settings is not None else None
+        return {"name": self.name, "settings": settings, "overrides": dict(self.overrides)}
+
+
+def split_override(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` -> (KEY, VALUE); BudgetError for text without `=` or a key."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise BudgetError(f"--set takes KEY=VALUE (a field of the recipe's budget), got {text!r}")
+    return key.strip(), value
+
+
+def declared_budgets(module: Any) -> tuple[dict[str, Any], str] | None:
+    """The module's (BUDGETS, DEFAULT_BUDGET), checked; None when it declares no BUDGETS."""
+    budgets = getattr(module, "BUDGETS", None)
+    name = getattr(module, "__name__", "the recipe")
+    if budgets is None:
+        return None
+    if not isinstance(budgets, Mapping) or not budgets:
+        raise BudgetError(f"{name}.BUDGETS must be a non-empty dict of name -> budget")
+    kinds = {type(value) for value in budgets.values()}
+    if len(kinds) != 1 or not all(dataclasses.is_dataclass(v) for v in budgets.values()):
+        raise BudgetError(f"{name}.BUDGETS must hold instances of one dataclass")
+    default = getattr(module, "DEFAULT_BUDGET", None)
+    if default not in budgets:
+        raise BudgetError(
+            f"{name}.DEFAULT_BUDGET must name one of its BUDGETS ({', '.join(budgets)}), "
+            f"got {default!r}"
+        )
+    return dict(budgets), default
+
+
+def _type_name(kind: Any) -> str:
+    return kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", "")
+
+
+def parse_value(text: str, kind: Any) -> Any:
+    """`text` as a value of the field type `kind`; ValueError (the reason) if it is not one."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == len(args) - 1 and text.strip().lower() == "none":
+            return None
+        if len(rest) != 1:
+            raise ValueError(f"--set cannot parse the type {_type_name(kind)}")
+        return parse_value(text, rest[0])
+    if origin is tuple:
+        parts = [part.strip() for part in text.split(",")] if text.strip() else []
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(parse_value(part, args[0]) for part in parts)
+        if len(parts) != len(args):
+            raise ValueError(f"expected {len(args)} comma-separated values")
+        return tuple(parse_value(part, arg) for part, arg in zip(parts, args, strict=True))
+    if kind is bool:
+        word = text.strip().lower()
+        if word in _TRUE | _FALSE:
+            return word in _TRUE
+        raise ValueError("expected true or false")
+    if kind is int:
+        try:
+            return int(text.strip(), 10)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if kind is float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise ValueError("expected a number") from None
+        if not math.isfinite(value):
+            raise ValueError("expected a finite number")
+        return value
+    if kind is str:
+        return text
+    raise ValueError(f"--set cannot parse the type {_type_name(kind)}")
+
+
+def field_types(settings: Any) -> dict[str, Any]:
+    """Field name -> its (evaluated) type annotation, in declaration order."""
+    hints = typing.get_type_hints(type(settings))
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(settings)}
+
+
+def apply_overrides(
+    settings: Any, overrides: Sequence[str], *, where: str
+) -> tuple[Any, dict[str, Any]]:
+    """`settings` with each `KEY=VALUE` applied (parsed by the field's type); BudgetError
+    naming the key and the accepted ones for an unknown key, or the type for a bad value."""
+    kinds = field_types(settings)
+    parsed: dict[str, Any] = {}
+    for text in overrides:
+        key, value = split_override(text)
+        if key in parsed:
+            raise BudgetError(f"--set {key} is given twice")
+        if key not in kinds:
+            raise BudgetError(f"unknown setting {key!r} for {where}; settings: {', '.join(kinds)}")
+        try:
+            parsed[key] = parse_value(value, kinds[key])
+        except ValueError as error:
+            raise BudgetError(
+                f"--set {key}={value}: {error} ({key} is {_type_name(kinds[key])})"
+            ) from None
+    return (dataclasses.replace(settings, **parsed) if parsed else settings), parsed
+
+
+def resolve_budget(
+    module: Any, name: str | None = None, overrides: Sequence[str] = (), *, smoke: bool = False
+) -> BudgetChoice:
+    """The budget `name` of the recipe `module` (its DEFAULT_BUDGET when None; `smoke` asks
+    for "smoke"), with `overrides` applied. BudgetError for a name or key it does not have."""
+    module_name = getattr(module, "__name__", "the recipe")
+    if smoke and name not in (None, SMOKE_BUDGET):
+        raise BudgetError(f"--smoke means --budget smoke, but --budget {name} was given too")
+    name = SMOKE_BUDGET if smoke else name
+    declared = declared_budgets(module)
+    if declared is None:
+        if name not in (None, SMOKE_BUDGET):
+            raise BudgetError(
+                f"{module_name} declares no BUDGETS, so it has no budget {name!r} "
+                "(only --smoke or its own default)"
+            )
+        if overrides:
+            raise BudgetError(f"{module_name} declares no BUDGETS: --set has nothing to set")
+        return BudgetChoice(name)
+    budgets, default = declared
+    name = default if name is None else name
+    if name not in budgets:
+        raise BudgetError(
+            f"{module_name} has no budget {name!r}; its budgets: {', '.join(budgets)}"
+        )
+    settings, parsed = apply_overrides(
+        budgets[name], overrides, where=f"budget {name!r} of {module_name}"
+    )
+    return BudgetChoice(name, settings, parsed)
+
+
+def settings_text(module: Any, chosen: BudgetChoice | None = None) -> str:
+    """`--show-settings`: each field with its type and its value in every budget (the
+    default marked `*`), and the chosen budget's values when `--budget`/`--set` were given."""
+    from rl_harness.harness.console import text_table
+
+    module_name = getattr(module, "__name__", "the recipe")
+    declared = declared_budgets(module)
+    if declared is None:
+        return (
+            f"{module_name} declares no BUDGETS: it runs its own default, or --smoke "
+            "(declare BUDGETS and DEFAULT_BUDGET to choose and override settings)"
+        )
+    budgets, default = declared
+    kinds = field_types(budgets[default])
+    header = ["setting", "type", *(f"{n}*" if n == default else n for n in budgets)]
+    columns = list(budgets.values())
+    if chosen is not None and chosen.overrides:
+        header.append(f"{chosen.name} + --set")
+        columns.append(chosen.settings)
+    rows = [
+        [key, _type_name(kind), *(repr(getattr(b, key)) for b in columns)]
+        for key, kind in kinds.items()
+    ]
+    lines = [
+        f"{module_name}: budgets {', '.join(budgets)} (* default; --budget NAME picks one, "
+        "--set KEY=VALUE changes a setting)",
+        text_table(header, rows),
+    ]
+    return "\n".join(lines)
