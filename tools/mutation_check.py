@@ -504,6 +504,38 @@ MUTATIONS = [
         ("tests/analysis/test_window_baseline_fit_episodes.py",),
         "the window baseline would be fitted on the steps it is scored on",
     ),
+    Mutation(
+        "permutation-no-tie-tolerance",
+        "analysis/probes/permutation.py",
+        (("TIE_TOLERANCE = 1e-9", "TIE_TOLERANCE = 0.0"),),
+        (
+            "tests/analysis/test_statistics_known_answers.py::"
+            "test_a_null_value_within_rounding_of_the_observed_one_reaches_it",
+        ),
+        "a null value equal to the observed one up to rounding would not count: p too small",
+    ),
+    Mutation(
+        "within-variance-all-steps",
+        "analysis/probes/branches.py",
+        (
+            (
+                "sst / steps[:, None], 0.0)",
+                "sst / n.sum(axis=1)[:, None], 0.0)",
+            ),
+        ),
+        (
+            "tests/analysis/test_statistics_known_answers.py::"
+            "test_within_branch_variance_and_counts_by_hand",
+        ),
+        "the within-branch variance would count the steps of single-step branches",
+    ),
+    Mutation(
+        "history-worth-strict-reach",
+        "analysis/windows.py",
+        (("get(row.window).value >= agent.value", "get(row.window).value > agent.value"),),
+        ("tests/analysis/test_statistics_known_answers.py::test_history_worth_by_hand",),
+        "a window that equals the agent's R² would not count as reaching it",
+    ),
 ]
 
 
