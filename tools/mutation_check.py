@@ -536,6 +536,18 @@ MUTATIONS = [
         ("tests/analysis/test_statistics_known_answers.py::test_history_worth_by_hand",),
         "a window that equals the agent's R² would not count as reaching it",
     ),
+    Mutation(
+        "upload-manifest-env-secrets-only",
+        "cli/storage.py",
+        (
+            (
+                "write_manifest(run_dir, manifest, secrets=config.secrets())",
+                "write_manifest(run_dir, manifest)",
+            ),
+        ),
+        ("tests/storage/test_upload_manifest_redaction.py",),
+        "`rl-harness upload` would write B2 keys read from the env file into the manifest",
+    ),
 ]
 
 
