@@ -150,7 +150,3 @@ def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[st
     if seconds is not None:
         parts.append(f"{seconds:.1f}s")
     return parts
-
-
-def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None) -> str:
-    return f"[{run_id}] " + " | ".join(progress_parts(row, target))
