@@ -1,4 +1,5 @@
-"""Statistics of the analysis layer on cases whose answer is known by hand: the within-branch
+"""Statistics of the analysis layer on cases whose answer is known by hand: every score of
+`scores` (per target and pooled), the percentile interval with NaN resamples, the within-branch
 variance and branch counts, the probe's train R², the permutation null's p-value (ties
 included) and its summary, the window table's `history_worth`, and the across-run mean and
 Student-t interval of `compare`."""
@@ -9,11 +10,43 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis.comparison import mean_interval
-from rl_harness.analysis.probes import branch_sums, evaluate_probe, within_scores
+from rl_harness.analysis.probes import (
+    branch_sums,
+    episode_sums,
+    evaluate_probe,
+    percentile_interval,
+    scores,
+    within_scores,
+)
 from rl_harness.analysis.probes.bootstrap import Estimate
 from rl_harness.analysis.probes.paired import HeldOutScores
 from rl_harness.analysis.probes.permutation import PermutationNull, permutation_null
 from rl_harness.analysis.windows import WindowComparison, WindowRegressor, WindowTable
+
+
+def test_every_score_by_hand():
+    # One episode, two steps, two targets; the reference (train mean) is 0.
+    y = np.array([[[0.0, 0.0], [2.0, 4.0]]])
+    prediction = np.array([[[1.0, 0.0], [1.0, 4.0]]])
+    got = scores(episode_sums(y, prediction, np.zeros(2)).total())
+    np.testing.assert_allclose(got.mse, [1.0, 0.0])  # SSE (2, 0) over 2 steps
+    assert got.mse_pooled == pytest.approx(0.5)
+    np.testing.assert_allclose(got.rmse, [1.0, 0.0])
+    assert got.rmse_pooled == pytest.approx(np.sqrt(0.5))
+    np.testing.assert_allclose(got.mse_best_constant, [1.0, 4.0])  # variances (SST 2, 8)
+    assert got.mse_best_constant_pooled == pytest.approx(2.5)
+    np.testing.assert_allclose(got.mse_train_mean, [2.0, 8.0])  # mean squares about 0
+    assert got.mse_train_mean_pooled == pytest.approx(5.0)
+    np.testing.assert_allclose(got.r2, [0.0, 1.0])
+    assert got.r2_pooled == pytest.approx(1 - 2 / 10)
+    only_first = scores(episode_sums(y, prediction, np.zeros(2)).total(), np.array([True, False]))
+    assert only_first.r2_pooled == pytest.approx(0.0)
+
+
+def test_percentile_interval_ignores_nan_resamples():
+    samples = np.concatenate([np.arange(1001.0), [np.nan] * 50])
+    low, high = percentile_interval(samples, 0.9)
+    assert (low, high) == pytest.approx((50.0, 950.0))
 
 
 def test_within_branch_variance_and_counts_by_hand():
