@@ -477,6 +477,18 @@ MUTATIONS = [
         "api_keys, auth_tokens and credentials would reach config.json in clear",
     ),
     Mutation(
+        "config-secret-list-values",
+        "harness/configrecord.py",
+        (
+            (
+                "result[name] = _redact_strings(config_value(value, depth + 1))",
+                "result[name] = config_value(value, depth + 1)",
+            ),
+        ),
+        ("tests/harness/test_config_record.py::test_config_json_names_what_was_trained",),
+        "the keys in a list (or mapping) under api_keys would reach config.json in clear",
+    ),
+    Mutation(
         "liveness-start-time-field",
         "harness/liveness.py",
         (("return int(fields[19])", "return int(fields[17])"),),  # field 20: always 0

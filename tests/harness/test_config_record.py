@@ -46,9 +46,9 @@ def run(context):
             train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1, lr=lr, gamma=0.95,
             learner_config_dict={{
                 "tracker_api_key": "plain-looking-key-123",
-                "api_keys": "plain-looking-keys-456",
+                "api_keys": ["plain-looking-keys-456", "plain-looking-keys-457"],
                 "auth_tokens": "plain-looking-tokens-789",
-                "credentials": "plain-looking-credentials-012",
+                "credentials": {{"service": "plain-looking-credentials-012", "retries": 3}},
                 "endpoint": "https://svc.example/" + os.environ["SVC_TOKEN"],
             }},
         )
@@ -109,9 +109,9 @@ def test_config_json_names_what_was_trained(runs):
     # secrets: a secret-named key's value (plural names too), an environment secret in a URL
     assert config["learner_config_dict"] == {
         "tracker_api_key": REDACTED,
-        "api_keys": REDACTED,
+        "api_keys": [REDACTED, REDACTED],
         "auth_tokens": REDACTED,
-        "credentials": REDACTED,
+        "credentials": {"service": REDACTED, "retries": 3},
         "endpoint": f"https://svc.example/{REDACTED}",
     }
     assert SECRET not in text and "plain-looking" not in text
