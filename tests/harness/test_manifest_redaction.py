@@ -17,7 +17,10 @@ from rl_harness.cli import main
 from rl_harness.harness.redaction import REDACTED
 
 SECRET = "cluster-secret-31337"
-ADDRESS = f"ray://researcher:{SECRET}@127.0.0.1:1"
+# The URL's password is dropped as a credential; the query value only as the environment's
+# secret (its name marks nothing).
+ADDRESS = f"ray://researcher:{SECRET}@127.0.0.1:1/?cluster={SECRET}"
+REDACTED_ADDRESS = f"ray://127.0.0.1:1/?cluster={REDACTED}"
 RECIPES = {
     "completed": "def run(context):\n    return {'ok': True}\n",
     "failed": (
@@ -47,8 +50,8 @@ def test_a_secret_in_argv_options_or_error_never_reaches_the_manifest(
     manifest = json.loads(text)
     assert manifest["status"] == status
     assert SECRET not in text
-    assert manifest["options"]["ray_address"] == "ray://127.0.0.1:1"  # credentials dropped
-    assert "ray://127.0.0.1:1" in manifest["command"]["argv"]
+    assert manifest["options"]["ray_address"] == REDACTED_ADDRESS
+    assert REDACTED_ADDRESS in manifest["command"]["argv"]
     if status == "failed":
         assert manifest["error"]["message"] == f"login refused for {REDACTED}"
 
