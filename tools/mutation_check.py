@@ -28,16 +28,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src" / "rl_harness"
+SRC = "src/rl_harness"
+EXPERIMENTS = "examples/rl-experiments/experiments"  # the bundled experiment repo's package
 
 
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    file: str  # relative to src/rl_harness
+    file: str  # relative to `root`
     edits: tuple[tuple[str, str], ...]  # (original text, mutant text), each original unique
     tests: tuple[str, ...]  # pytest node ids that must fail on the mutant
     why: str
+    root: str = SRC  # the package folder `file` is in, relative to the checkout
+
+    @property
+    def path(self) -> Path:
+        return ROOT / self.root / self.file
 
 
 MUTATIONS = [
@@ -543,6 +549,114 @@ MUTATIONS = [
         ("tests/harness/test_budgets.py::test_bad_budget_input_is_one_line_and_leaves_nothing",),
         "--set iterations=1.5 would hand the recipe a string where it reads an int",
     ),
+    Mutation(
+        "stack-lift-drops-newest",
+        "envs/mess3/solvers/windows.py",
+        (
+            (
+                ":, np.arange(n_windows) % 3 ** (chain.k - 1)",
+                ":, np.arange(n_windows) // 3",
+            ),
+        ),
+        ("tests/envs/test_solver_lift.py",),
+        "stack_k would start from (k - 1) optima acting on the wrong k - 1 tokens",
+    ),
+    Mutation(
+        "config-secret-names-singular-only",
+        "harness/configrecord.py",
+        (
+            (
+                'return any(word.rstrip("s") in _SECRET_WORDS for word in words)',
+                "return any(word in _SECRET_WORDS for word in words)",
+            ),
+        ),
+        ("tests/harness/test_config_record.py::test_config_json_names_what_was_trained",),
+        "api_keys, auth_tokens and credentials would reach config.json in clear",
+    ),
+    Mutation(
+        "config-secret-list-values",
+        "harness/configrecord.py",
+        (
+            (
+                "result[name] = _redact_strings(config_value(value, depth + 1))",
+                "result[name] = config_value(value, depth + 1)",
+            ),
+        ),
+        ("tests/harness/test_config_record.py::test_config_json_names_what_was_trained",),
+        "the keys in a list (or mapping) under api_keys would reach config.json in clear",
+    ),
+    Mutation(
+        "liveness-start-time-field",
+        "harness/liveness.py",
+        (("return int(fields[19])", "return int(fields[17])"),),  # field 20: always 0
+        ("tests/harness/test_liveness_start_time.py",),
+        "a running record whose pid was reused would read running, not crashed",
+    ),
+    Mutation(
+        "token-guess-fraction-over-ceiling",
+        "mess3_token_guess/shared.py",
+        (
+            (
+                'accuracy["greedy"] / accuracy["bayes_optimal"]',
+                'accuracy["greedy"] / exact["bayes_optimal_accuracy"]',
+            ),
+        ),
+        ("tests/study/test_token_guess_analysis.py",),
+        "the fraction of Bayes-optimal would divide by the population ceiling, not the "
+        "Bayes accuracy on the same steps",
+        root=EXPERIMENTS,
+    ),
+    Mutation(
+        "window-baseline-fit-on-test",
+        "analysis/windows.py",
+        (("train=agent.train_episodes,", "train=test,"),),
+        ("tests/analysis/test_window_baseline_fit_episodes.py",),
+        "the window baseline would be fitted on the steps it is scored on",
+    ),
+    Mutation(
+        "permutation-no-tie-tolerance",
+        "analysis/probes/permutation.py",
+        (("TIE_TOLERANCE = 1e-9", "TIE_TOLERANCE = 0.0"),),
+        (
+            "tests/analysis/test_statistics_known_answers.py::"
+            "test_a_null_value_within_rounding_of_the_observed_one_reaches_it",
+        ),
+        "a null value equal to the observed one up to rounding would not count: p too small",
+    ),
+    Mutation(
+        "within-variance-all-steps",
+        "analysis/probes/branches.py",
+        (
+            (
+                "sst / steps[:, None], 0.0)",
+                "sst / n.sum(axis=1)[:, None], 0.0)",
+            ),
+        ),
+        (
+            "tests/analysis/test_statistics_known_answers.py::"
+            "test_within_branch_variance_and_counts_by_hand",
+        ),
+        "the within-branch variance would count the steps of single-step branches",
+    ),
+    Mutation(
+        "history-worth-strict-reach",
+        "analysis/windows.py",
+        (("get(row.window).value >= agent.value", "get(row.window).value > agent.value"),),
+        ("tests/analysis/test_statistics_known_answers.py::test_history_worth_by_hand",),
+        "a window that equals the agent's R² would not count as reaching it",
+    ),
+    Mutation(
+        "upload-manifest-env-secrets-only",
+        "cli/storage.py",
+        (
+            (
+                "write_manifest(run_dir, manifest, secrets=config.secrets())",
+                "write_manifest(run_dir, manifest)",
+            ),
+        ),
+        ("tests/storage/test_upload_manifest_redaction.py",),
+        "`rl-harness upload` would write B2 keys read from the env file into the manifest",
+    ),
 ]
 
 
@@ -568,7 +682,7 @@ def _pytest(tests: tuple[str, ...], timeout: float) -> tuple[int, float, str]:
 
 
 def _stale(mutation: Mutation) -> str | None:
-    path = SRC / mutation.file
+    path = mutation.path
     if not path.is_file():
         return f"{mutation.file} does not exist"
     text = path.read_text()
@@ -604,7 +718,7 @@ def _restore(
 
 
 def run_one(mutation: Mutation, timeout: float) -> tuple[str, float, str]:
-    path = SRC / mutation.file
+    path = mutation.path
     original_bytes = path.read_bytes()
     stat = path.stat()
     text = original_bytes.decode()
@@ -639,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.list:
         for m in chosen:
-            print(f"{m.name}: {m.file} ({m.why})")
+            print(f"{m.name}: {m.path.relative_to(ROOT)} ({m.why})")
             for original, mutant in m.edits:
                 print(f"    - {original.strip()}\n    + {mutant.strip()}")
             print(f"    killed by: {' '.join(m.tests)}")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
 
-from rl_harness.envs.hmm import ENV_ID, IMPORTING_ENV_ID, HMMEnv, HMMVectorEnv, register_envs
+from rl_harness.envs.hmm import ENV_ID, HMMEnv, HMMVectorEnv, register_envs
 from tests.envs.helpers import ALL_INFO, mess3_config
 
 CONTROLLED = {
@@ -100,7 +100,7 @@ def test_registration_builds_the_batched_env_for_vector_entry_point():
     assert batched.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
     synced = gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="sync", **config)
     assert isinstance(synced, SyncVectorEnv)
-    assert isinstance(gym.make(IMPORTING_ENV_ID, **config).unwrapped, HMMEnv)
+    assert isinstance(gym.make(ENV_ID, **config).unwrapped, HMMEnv)
     obs, info = batched.reset(seed=0)
     assert obs.shape == (4, 24) and info["belief"].shape == (4, 3)
     assert batched.action_space.shape == (4,)
@@ -115,7 +115,7 @@ def test_importing_id_registers_the_env_in_a_fresh_process():
         "print(type(env).__name__, env.reset(seed=0)[0].shape)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, IMPORTING_ENV_ID, json.dumps(mess3_config())],
+        [sys.executable, "-c", code, ENV_ID, json.dumps(mess3_config())],
         capture_output=True,
         text=True,
         check=True,

@@ -2,7 +2,7 @@
 
 QUICK = """
 import json
-from rl_harness.harness.provenance import read_manifest
+from rl_harness.harness.manifest import read_manifest
 
 def run(context):
     # The manifest already says `running` while the recipe runs.

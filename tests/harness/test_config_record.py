@@ -46,6 +46,9 @@ def run(context):
             train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1, lr=lr, gamma=0.95,
             learner_config_dict={{
                 "tracker_api_key": "plain-looking-key-123",
+                "api_keys": ["plain-looking-keys-456", "plain-looking-keys-457"],
+                "auth_tokens": "plain-looking-tokens-789",
+                "credentials": {{"service": "plain-looking-credentials-012", "retries": 3}},
                 "endpoint": "https://svc.example/" + os.environ["SVC_TOKEN"],
             }},
         )
@@ -103,12 +106,15 @@ def test_config_json_names_what_was_trained(runs):
     assert (config["num_env_runners"], config["num_learners"]) == (0, 0)  # cpu-local plan
     assert config["_rl_module_spec"]["module_class"] == config["module"]["class"]
     assert config["learner_class"].endswith("PPOTorchLearner")
-    # secrets: a secret-named key's value, an environment secret inside a URL
+    # secrets: a secret-named key's value (plural names too), an environment secret in a URL
     assert config["learner_config_dict"] == {
         "tracker_api_key": REDACTED,
+        "api_keys": [REDACTED, REDACTED],
+        "auth_tokens": REDACTED,
+        "credentials": {"service": REDACTED, "retries": 3},
         "endpoint": f"https://svc.example/{REDACTED}",
     }
-    assert SECRET not in text and "plain-looking-key-123" not in text
+    assert SECRET not in text and "plain-looking" not in text
     assert RunArtifacts.open(runs.a).config == config
 
 

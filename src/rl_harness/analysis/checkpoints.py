@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rl_harness.harness.layout import is_checkpoint, resolve_checkpoint
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_KEY
 from rl_harness.harness.metrics import read_metrics
 
 if TYPE_CHECKING:
@@ -130,10 +131,7 @@ def run_checkpoints(
 
 def _from_folders(run: RunArtifacts) -> list[RunCheckpoint]:
     """A run recorded before checkpoints.jsonl: its iter_* folders, env steps from metrics."""
-    steps = {
-        row.get("training_iteration"): row.get("num_env_steps_sampled_lifetime")
-        for row in run.metrics()
-    }
+    steps = {row.get(ITERATION_KEY): row.get(ENV_STEPS_KEY) for row in run.metrics()}
     found = []
     for path in run.checkpoints():
         iteration = int(path.name.removeprefix("iter_"))

@@ -49,12 +49,11 @@ from typing import Any
 
 from rl_harness.harness.configrecord import config_lookup, flat_config
 from rl_harness.harness.console import text_table
+from rl_harness.harness.metric_keys import LENGTH_KEY, RETURN_KEY
 from rl_harness.harness.metrics import flatten
 from rl_harness.harness.runtools.records import RunRecord, RunToolError, Unreadable, find_runs
 
 RETURN_PER_STEP = "return_per_step"
-RETURN_KEY = "env_runners/episode_return_mean"
-LENGTH_KEY = "env_runners/episode_len_mean"
 PROBE_FILE = "probe_metrics.json"
 CONFIDENCE = 0.95
 UNRECORDED_BUDGET = "unrecorded"  # a non-smoke run recorded before budgets had names

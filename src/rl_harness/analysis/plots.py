@@ -13,6 +13,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY, RETURN_KEY
+
 # Corners of the 2-simplex in the plane: state 0 bottom left, 1 bottom right, 2 on top.
 SIMPLEX_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
 
@@ -106,8 +108,8 @@ def plot_learning_curve(
     path: Path,
     rows: Sequence[Mapping[str, Any]],
     *,
-    y_keys: Sequence[str] = ("env_runners/episode_return_mean",),
-    x_key: str = "num_env_steps_sampled_lifetime",
+    y_keys: Sequence[str] = (RETURN_KEY,),
+    x_key: str = ENV_STEPS_KEY,
     references: Mapping[str, Mapping[str, float]] | None = None,
     title: str | None = None,
 ) -> Path:

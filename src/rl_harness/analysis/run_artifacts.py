@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rl_harness.harness.layout import direct_checkpoints, is_checkpoint
+from rl_harness.harness.metric_keys import ITERATION_KEY
 from rl_harness.harness.runtools.records import RunRecord
 
 
@@ -92,7 +93,7 @@ class RunArtifacts(RunRecord):
             )
         return run
 
-    def metric(self, key: str, x_key: str = "training_iteration") -> tuple[np.ndarray, np.ndarray]:
+    def metric(self, key: str, x_key: str = ITERATION_KEY) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) arrays over the rows that hold both keys with a value."""
         every = self.metrics()
         rows = [r for r in every if r.get(key) is not None and r.get(x_key) is not None]
@@ -160,9 +161,7 @@ class RunArtifacts(RunRecord):
                     seed=int(seed) if isinstance(seed, int) else None,
                     status=str(record.get("status") or "unknown"),
                     iterations=int(
-                        record.get("iterations")
-                        or (own[-1].get("training_iteration") if own else 0)
-                        or 0
+                        record.get("iterations") or (own[-1].get(ITERATION_KEY) if own else 0) or 0
                     ),
                     final_metrics=record.get("final_metrics") or (own[-1] if own else {}),
                     metrics=own,

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from rl_harness.cli.args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OneLineParser, fail, parse
-from rl_harness.harness.atomic import read_json, write_json_atomic
 from rl_harness.harness.layout import MANIFEST_NAME, conventional_artifacts_dir
+from rl_harness.harness.manifest import manifest_path, read_manifest, write_manifest
 from rl_harness.harness.redaction import redact_env
 
 _NOT_CONFIGURED = (
@@ -53,16 +53,16 @@ def upload_main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     prog, run_dir = parser.prog, args.run_dir.expanduser().resolve()
-    manifest_path = run_dir / MANIFEST_NAME
-    if not manifest_path.is_file():
+    manifest_file = manifest_path(run_dir)
+    if not manifest_file.is_file():
         return _fail(prog, f"{run_dir} holds no {MANIFEST_NAME}; pass results/<run-id>/")
-    manifest = read_json(manifest_path)
+    manifest = read_manifest(run_dir)
     try:
         run_id = manifest["run_id"]
         relative_dir = manifest["experiment"]["relative_dir"]
         local = manifest["artifacts"]["local"]
     except (KeyError, TypeError) as error:
-        return _fail(prog, f"{manifest_path} lacks {error}")
+        return _fail(prog, f"{manifest_file} lacks {error}")
     config = _config(prog)
     if isinstance(config, int):
         return config
@@ -81,9 +81,9 @@ def upload_main(argv: list[str]) -> int:
         results_dir=run_dir,
         remote_run_path=f"{relative_dir}/{run_id}",
     )
-    manifest = read_json(manifest_path)  # fresh, in case it changed while we uploaded
+    manifest = read_manifest(run_dir)  # fresh, in case it changed while we uploaded
     manifest.setdefault("artifacts", {})["remote"] = summary
-    write_json_atomic(manifest_path, manifest)
+    write_manifest(run_dir, manifest, secrets=config.secrets())
     if summary["status"] != "completed":
         return _fail(prog, summary["error"] or "upload failed", EXIT_FAILED, config.secrets())
     return EXIT_OK

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from rl_harness.harness.atomic import append_json_line
 from rl_harness.harness.layout import RunPaths
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY
 
 LogUnit = Literal["iterations", "env_steps"]
-STEPS_KEY = "num_env_steps_sampled_lifetime"
 
 
 def crossed_log_threshold(before: float, now: float, *, base: float, first: float) -> bool:
@@ -92,7 +92,7 @@ def as_schedule(checkpoint_every: int, schedule: CheckpointSchedule | None) -> C
 
 
 def env_steps_of(row: Mapping[str, Any]) -> int | None:
-    steps = row.get(STEPS_KEY)
+    steps = row.get(ENV_STEPS_KEY)
     return int(steps) if isinstance(steps, int | float) else None
 
 

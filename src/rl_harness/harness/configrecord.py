@@ -13,7 +13,8 @@ Made JSON-safe without losing what a value is: classes and callables become thei
 names ("module.qualname"), dataclasses such as `RLModuleSpec` their fields (the module class
 and model_config included), NumPy values numbers, anything else its repr without memory
 addresses; non-finite floats become the strings "inf", "-inf" and "nan". Secrets are redacted
-as in every record (harness/redaction.py), and string values under secret-named keys too.
+as in every record (harness/redaction.py), and string values under secret-named keys too
+(every string inside a list or mapping under one: `api_keys: [...]`).
 `module.init` is the initialisation the module will get with its defaults filled in, asked of
 the module class (`resolved_init(model_config)`, the library's ActorCriticRLModule has it), so
 a recipe that relies on defaults still records them; a class without the method records none.
@@ -58,6 +59,18 @@ def _is_secret_key(key: str) -> bool:
     return any(word.rstrip("s") in _SECRET_WORDS for word in words)
 
 
+def _redact_strings(value: Any) -> Any:
+    """A JSON value with every non-empty string in it redacted (the contents of a
+    secret-named key)."""
+    if isinstance(value, str):
+        return REDACTED if value else value
+    if isinstance(value, dict):
+        return {key: _redact_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(item) for item in value]
+    return value
+
+
 def config_value(obj: Any, depth: int = 0) -> Any:
     """A plain JSON value describing `obj` (see the module docstring)."""
     if depth > _MAX_DEPTH:
@@ -78,6 +91,10 @@ def config_value(obj: Any, depth: int = 0) -> Any:
             name = key if isinstance(key, str) else str(config_value(key, depth + 1))
             if _is_secret_key(name) and isinstance(value, str) and value:
                 result[name] = REDACTED
+            elif _is_secret_key(name) and isinstance(
+                value, Mapping | list | tuple | set | frozenset
+            ):
+                result[name] = _redact_strings(config_value(value, depth + 1))  # api_keys: [...]
             else:
                 result[name] = config_value(value, depth + 1)
         return result

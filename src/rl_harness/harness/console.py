@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_ENV_STEPS_KEY, ITERATION_KEY
+
 LOGGER_NAME = "rl_harness"
 RAY_LOGGER = "ray"
 _MAX_KEPT_LINES = 50_000  # Ray driver log lines kept in memory until the run's end
@@ -253,9 +255,6 @@ def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
-STEPS_KEY = "num_env_steps_sampled_lifetime"
-
-
 @dataclass
 class Progress:
     """The progress line of one run (or one Tune trial): env steps/s and an ETA.
@@ -277,7 +276,7 @@ class Progress:
 
     def line(self, row: Mapping[str, Any]) -> str:
         now = time.monotonic()
-        steps = row.get(STEPS_KEY)
+        steps = row.get(ENV_STEPS_KEY)
         elapsed = (
             now - self._last_time
             if self._last_time is not None
@@ -287,7 +286,7 @@ class Progress:
         if isinstance(steps, int | float):
             done = steps - self._last_steps if self._last_steps is not None else None
             if done is None:
-                sampled = row.get("env_runners/num_env_steps_sampled")
+                sampled = row.get(ITERATION_ENV_STEPS_KEY)
                 done = float(sampled) if isinstance(sampled, int | float) else None
             if done is not None and elapsed > 0:
                 rate = done / elapsed
@@ -299,12 +298,12 @@ class Progress:
         return self._format(row, rate)
 
     def _fraction_and_eta(self, row: Mapping[str, Any]) -> tuple[float | None, float | None]:
-        iteration = row.get("training_iteration")
+        iteration = row.get(ITERATION_KEY)
         if self.iteration_target and isinstance(iteration, int | float):
             left = self.iteration_target - iteration
             per_iteration = self._seconds / self._iterations
             return iteration / self.iteration_target, max(left, 0) * per_iteration
-        steps = row.get(STEPS_KEY)
+        steps = row.get(ENV_STEPS_KEY)
         if self.steps_target and isinstance(steps, int | float):
             mean_rate = self._steps / self._seconds if self._seconds > 0 else 0.0
             left = max(self.steps_target - steps, 0.0)

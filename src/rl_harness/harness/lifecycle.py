@@ -27,7 +27,8 @@ from rl_harness.harness.interrupts import (
     RunInterrupted,
 )
 from rl_harness.harness.layout import ERROR_NAME, RESULT_NAME
-from rl_harness.harness.provenance import finish_manifest, start_manifest, write_manifest
+from rl_harness.harness.manifest import write_manifest
+from rl_harness.harness.provenance import finish_manifest, start_manifest
 from rl_harness.harness.recipe import Recipe, RecipeError, load_recipe
 from rl_harness.harness.redaction import redact_env, redact_record
 

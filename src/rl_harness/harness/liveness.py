@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.atomic import read_json, write_json_atomic
 from rl_harness.harness.interrupts import CRASHED, RUNNING
+from rl_harness.harness.manifest import read_manifest, write_manifest
 
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
@@ -112,15 +112,12 @@ def check_status(manifest: Mapping[str, Any]) -> StatusCheck:
 
 def mark_crashed(results_dir: Path) -> bool:
     """Record `crashed` in the manifest of a run whose check says so; True if it changed."""
-    from rl_harness.harness.provenance import manifest_path
-
-    path = manifest_path(results_dir)
-    manifest = read_json(path)
+    manifest = read_manifest(results_dir)
     check = check_status(manifest)
     if check.status != CRASHED or check.recorded != RUNNING:
         return False
     manifest["status"] = CRASHED
     manifest["error"] = {"type": "Crashed", "message": check.note}
     manifest["marked_crashed_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-    write_json_atomic(path, manifest)
+    write_manifest(results_dir, manifest)
     return True

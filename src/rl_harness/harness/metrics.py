@@ -10,9 +10,11 @@ from numbers import Number
 from pathlib import Path
 from typing import Any
 
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_KEY, RETURN_KEY
+
 _TOP_LEVEL = (
-    "training_iteration",
-    "num_env_steps_sampled_lifetime",
+    ITERATION_KEY,
+    ENV_STEPS_KEY,
     "time_this_iter_s",
     "time_total_s",
 )
@@ -133,12 +135,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[str]:
     """The pieces of a progress line: iteration, env steps, return, loss, iteration time."""
-    iteration = row.get("training_iteration", "?")
+    iteration = row.get(ITERATION_KEY, "?")
     parts = [f"iter {iteration}" + (f"/{target}" if target else "")]
-    steps = row.get("num_env_steps_sampled_lifetime")
+    steps = row.get(ENV_STEPS_KEY)
     if steps is not None:
         parts.append(f"steps {int(steps):,}")
-    ret = row.get("env_runners/episode_return_mean")
+    ret = row.get(RETURN_KEY)
     if ret is not None:
         parts.append(f"return {ret:.4g}")
     losses = [(k, v) for k, v in row.items() if k.endswith("/total_loss") and v is not None]
@@ -148,7 +150,3 @@ def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[st
     if seconds is not None:
         parts.append(f"{seconds:.1f}s")
     return parts
-
-
-def progress_line(run_id: str, row: Mapping[str, Any], target: int | None = None) -> str:
-    return f"[{run_id}] " + " | ".join(progress_parts(row, target))

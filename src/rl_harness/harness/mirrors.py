@@ -26,12 +26,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rl_harness.harness.console import get_logger
+from rl_harness.harness.metric_keys import ITERATION_KEY
 
 if TYPE_CHECKING:
     from rl_harness.harness.context import RunContext
 
 LOG_TARGETS = ("tensorboard", "mlflow", "wandb")
-STEP_KEY = "training_iteration"
 MLFLOW_PARAM_VALUE_LIMIT = 6000  # characters: MLflow's limit for a param value
 MLFLOW_PARAMS_PER_BATCH = 100
 log = get_logger(__name__)
@@ -201,7 +201,7 @@ class Mirrors:
         if not self.active:
             return
         self._steps += 1
-        step = row.get(STEP_KEY)
+        step = row.get(ITERATION_KEY)
         step = int(step) if isinstance(step, int | float) else self._steps
         values = numeric_values(row)
         for target, mirror in list(self.active.items()):

@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.atomic import read_json, write_json_atomic, write_text_atomic
+from rl_harness.harness.atomic import write_text_atomic
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts, thread_settings
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
-from rl_harness.harness.layout import EXPERIMENT_PATCH_NAME, LIBRARY_PATCH_NAME, MANIFEST_NAME
+from rl_harness.harness.layout import EXPERIMENT_PATCH_NAME, LIBRARY_PATCH_NAME
 from rl_harness.harness.liveness import process_identity
-from rl_harness.harness.redaction import redact_record
 
 KEY_PACKAGES = ("ray", "torch", "gymnasium", "numpy")
 LIBRARY_DIST = "rl-harness"
@@ -185,19 +184,6 @@ def start_manifest(
         "artifacts": {"local": str(context.artifacts_dir), "remote": None},
     }
     return record_sources(manifest)
-
-
-def manifest_path(results_dir: Path) -> Path:
-    return Path(results_dir) / MANIFEST_NAME
-
-
-def write_manifest(results_dir: Path, manifest: dict[str, Any]) -> None:
-    """Write atomically, every string redacted (argv, URLs, error messages hold no secret)."""
-    write_json_atomic(manifest_path(results_dir), redact_record(manifest))
-
-
-def read_manifest(results_dir: Path) -> dict[str, Any]:
-    return read_json(manifest_path(results_dir))
 
 
 def finish_manifest(

@@ -79,9 +79,12 @@ def redact_env(
     return redact(text, [*secret_values(environ), *extra])
 
 
-def redact_record(obj: Any, environ: Mapping[str, str] | None = None) -> Any:
-    """A copy of a JSON-like record with every string passed through `redact_env`."""
-    secrets = secret_values(environ)
+def redact_record(
+    obj: Any, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()
+) -> Any:
+    """A copy of a JSON-like record with every string passed through `redact_env` (with the
+    `extra` secrets too)."""
+    secrets = [*secret_values(environ), *extra]
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):

@@ -28,8 +28,6 @@ builds the env, RLlib's remote env runners included:
     config.environment(ENV_ID, env_config=...)
     config.env_runners(gym_env_vectorize_mode="vector_entry_point")
 
-(IMPORTING_ENV_ID is the same id under its earlier name.)
-
 Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
 `ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step
 (`control(actions) -> Control`); the env clips finite actions to the box and rejects
@@ -88,7 +86,6 @@ from rl_harness.envs.hmm.processes import (
 from rl_harness.envs.hmm.product import ProductHMM, product_hmm
 from rl_harness.envs.hmm.registration import (
     ENV_ID,
-    IMPORTING_ENV_ID,
     REGISTERED_ENV_ID,
     register_envs,
 )
@@ -102,7 +99,6 @@ __all__ = [
     "ENV_ID",
     "ContinuousTask",
     "Control",
-    "IMPORTING_ENV_ID",
     "REGISTERED_ENV_ID",
     "INFO_KEYS",
     "HMMEnv",

@@ -9,7 +9,6 @@ REGISTERED_ENV_ID = "rl_harness/HMM-v0"  # the id in gymnasium's registry (env.s
 # and so register the id, in any process that builds the env, RLlib's remote env runners
 # included (a bare "rl_harness/HMM-v0" fails there with "Namespace rl_harness not found").
 ENV_ID = f"rl_harness.envs.hmm:{REGISTERED_ENV_ID}"
-IMPORTING_ENV_ID = ENV_ID  # the earlier name of the same id
 
 _ENTRY_POINT = "rl_harness.envs.hmm.env:HMMEnv"
 _VECTOR_ENTRY_POINT = "rl_harness.envs.hmm.vector_env:HMMVectorEnv"

@@ -8,16 +8,15 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rl_harness.harness.atomic import write_json_atomic
-from rl_harness.harness.checkpointing import STEPS_KEY, env_steps_of
+from rl_harness.harness.checkpointing import env_steps_of
 from rl_harness.harness.configrecord import config_record
 from rl_harness.harness.console import Progress, stdout_is_terminal
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.hardware import apply_hardware
+from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_ENV_STEPS_KEY, ITERATION_KEY
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-
-ITERATION_SAMPLED_KEY = "env_runners/num_env_steps_sampled"
 
 
 def normalize_stop(stop: Mapping[str, float] | int) -> dict[str, float]:
@@ -27,7 +26,7 @@ def normalize_stop(stop: Mapping[str, float] | int) -> dict[str, float]:
     if isinstance(stop, int):
         if stop < 1:
             raise ValueError(f"stop must be at least one iteration, got {stop}")
-        return {"training_iteration": stop}
+        return {ITERATION_KEY: stop}
     if not stop:
         raise ValueError("stop must name at least one criterion")
     return dict(stop)
@@ -67,8 +66,8 @@ def write_config(context: RunContext, config: AlgorithmConfig, overrides=None) -
 
 def progress(label: str, stop: Mapping[str, float]) -> Progress:
     """The progress line of a run or trial: toward its iteration or env-step target."""
-    iterations = stop.get("training_iteration")
-    steps = stop.get(STEPS_KEY)
+    iterations = stop.get(ITERATION_KEY)
+    steps = stop.get(ENV_STEPS_KEY)
     return Progress(
         label,
         iteration_target=int(iterations) if iterations else None,
@@ -82,7 +81,7 @@ def steps_before(row: Mapping[str, Any], last: int | None) -> int | None:
     count less the iteration's own samples (a resumed run's first iteration)."""
     if last is not None:
         return last
-    steps, sampled = env_steps_of(row), row.get(ITERATION_SAMPLED_KEY)
+    steps, sampled = env_steps_of(row), row.get(ITERATION_ENV_STEPS_KEY)
     if steps is not None and isinstance(sampled, int | float):
         return max(steps - int(sampled), 0)
     return None

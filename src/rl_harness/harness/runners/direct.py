@@ -21,6 +21,7 @@ from rl_harness.harness.context import RunContext
 from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RUNNING, RunInterrupted
 from rl_harness.harness.layout import checkpoint_name, resolve_checkpoint
 from rl_harness.harness.locations import Location, is_uri, location_text
+from rl_harness.harness.metric_keys import ITERATION_KEY
 from rl_harness.harness.metrics import MetricsLog, compact_metrics, flatten
 from rl_harness.harness.mirrors import open_mirrors
 from rl_harness.harness.runners.common import (
@@ -109,7 +110,7 @@ def run_algorithm(
             checkpoints.append(_save(algo, context))
             saved.append(checkpoints[-1], iteration=0, env_steps=0, reasons=["start"])
         last_steps: int | None = None if context.resume_from is not None else 0
-        while not should_stop({"training_iteration": algo.iteration}, stop):
+        while not should_stop({ITERATION_KEY: algo.iteration}, stop):
             # A stop signal lands between iterations: checkpoints hold whole iterations.
             with interrupts.deferred():
                 before = algo.iteration

@@ -27,6 +27,7 @@ from rl_harness.harness.context import RunContext
 from rl_harness.harness.interrupts import COMPLETED, FAILED, INTERRUPTED, RunInterrupted
 from rl_harness.harness.layout import TUNE_EXPERIMENT, TUNE_INITIAL_CHECKPOINT, is_checkpoint
 from rl_harness.harness.locations import location_text
+from rl_harness.harness.metric_keys import ITERATION_KEY
 from rl_harness.harness.metrics import MetricsLog, compact_metrics, flatten
 from rl_harness.harness.mirrors import Mirrors, open_mirrors
 from rl_harness.harness.runners.common import (
@@ -171,7 +172,7 @@ class HarnessMetricsCallback(tune.Callback):
             self.progress[trial_id] = progress(label, self.run.stop)
             self._note_initial_checkpoint(trial, seed)
         log.info(self.progress[trial_id].line(row))
-        iteration_now = int(row.get("training_iteration") or 0)
+        iteration_now = int(row.get(ITERATION_KEY) or 0)
         steps = env_steps_of(row)
         reasons = self.run.schedule.reasons(
             iteration_now,
@@ -213,7 +214,7 @@ class HarnessMetricsCallback(tune.Callback):
             reasons = ["interrupt"]
         self.checkpoint_log.append(
             remote.as_uri(checkpoint.path, self.run.storage_fs),
-            iteration=int(last.get("training_iteration") or 0),
+            iteration=int(last.get(ITERATION_KEY) or 0),
             env_steps=env_steps_of(last),
             reasons=reasons,
             trial_id=trial.trial_id,
@@ -481,7 +482,7 @@ def _trial_record(
         trial_id=str(trial_id),
         seed=_trial_seed(result.config or {}),
         status=status,
-        iterations=int(metrics.get("training_iteration") or 0),
+        iterations=int(metrics.get(ITERATION_KEY) or 0),
         final_metrics=metrics,
         checkpoint_path=Path(result.checkpoint.path) if result.checkpoint else None,
         checkpoints=sorted(Path(c.path) for c, _ in result.best_checkpoints or []),

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rl_harness.harness.metric_keys import ITERATION_KEY
 from rl_harness.harness.metrics import without_timings
 
 Verdict = Literal["identical", "within tolerance", "different"]
@@ -35,7 +36,7 @@ def comparable_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         {k: v for k, v in without_timings(row).items() if k not in IGNORED_KEYS} for row in rows
     ]
     if any("trial_id" in row for row in rows):
-        cleaned.sort(key=lambda r: (str(r.get("seed")), r.get("training_iteration") or 0))
+        cleaned.sort(key=lambda r: (str(r.get("seed")), r.get(ITERATION_KEY) or 0))
     return cleaned
 
 

@@ -28,9 +28,10 @@ from rl_harness.harness.layout import (
     conventional_artifacts_dir,
 )
 from rl_harness.harness.liveness import StatusCheck, check_status
+from rl_harness.harness.metric_keys import RETURN_KEY
 from rl_harness.harness.metrics import read_metrics
 
-HEADLINE_METRIC = "env_runners/episode_return_mean"
+HEADLINE_METRIC = RETURN_KEY
 # Folders never searched for runs: environments, VCS data, large ignored outputs.
 _SKIPPED_DIRS = {"artifacts", "node_modules", "__pycache__", "site-packages"}
 

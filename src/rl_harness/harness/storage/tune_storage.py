@@ -3,12 +3,11 @@ filesystem: on a multi-node cluster, every node writes where the driver and anal
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from rl_harness.harness.layout import MANIFEST_NAME
+from rl_harness.harness.manifest import manifest_path, read_manifest
 from rl_harness.harness.storage.config import B2Config, StorageConfigError, load_b2_config
 from rl_harness.harness.storage.layout import object_key, parse_s3_uri
 
@@ -32,10 +31,9 @@ def s3_filesystem(config: B2Config):
 
 def _remote_run_path(results_dir: Path, experiment_dir: Path, run_id: str) -> str:
     """`{experiment dir relative to its repo}/{run-id}`, as the artifact mirror lays it out."""
-    manifest = Path(results_dir) / MANIFEST_NAME
     relative = None
-    if manifest.is_file():
-        relative = json.loads(manifest.read_text()).get("experiment", {}).get("relative_dir")
+    if manifest_path(results_dir).is_file():
+        relative = read_manifest(results_dir).get("experiment", {}).get("relative_dir")
     return f"{(relative or Path(experiment_dir).name).strip('/')}/{run_id}"
 
 

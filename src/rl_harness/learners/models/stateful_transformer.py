@@ -35,16 +35,14 @@ rest of the module run from there (causal interventions; heads via `forward_head
 
 Cost: by default RLlib stores STATE_OUT at every env step, so the whole cache is copied
 per step (2 * num_layers * (context - 1) * d_model floats: 145 KB at d_model 96, 3 layers,
-context 64: ~12.4 GiB peak for a 32,768-step PPO iteration). `store_kv_steps(config)`
-(`kv_cache.py`) stores each step's new key/value only and rebuilds each training chunk's
-start cache in the learner, and its acting connectors work on whole batches: 3.3 GiB peak
-and 2.1x the env steps/s at the flagship's settings through the harness (2,810 against
-1,351 on 2 cores; docs/performance.md, `bench/flagship_throughput.py compare`). Acting costs one
-step of attention over the cache instead of re-encoding the window. RLlib's per-step
-connector work is paid per vector step, so at 4 env copies per runner it dominates
-sampling: on 2 cores (cpu-local, num_env_runners=0) use 32-64 (`num_envs_per_env_runner`),
-and leave torch its default threads so the update uses both cores (one thread: 18% slower;
-sweep: `bench/flagship_throughput.py scale`).
+context 64). `store_kv_steps(config)` (`kv_cache.py`) stores each step's new key/value only
+and rebuilds each training chunk's start cache in the learner, and its acting connectors work
+on whole batches. Acting costs one step of attention over the cache instead of re-encoding
+the window. RLlib's per-step connector work is paid per vector step, so with few env copies
+per runner it dominates sampling: on 2 cores (cpu-local, num_env_runners=0) use 32-64
+(`num_envs_per_env_runner`), and leave torch its default threads so the update uses both
+cores. Measured memory and throughput, with their dates and commits: docs/performance.md
+(`bench/flagship_throughput.py compare` and `scale`).
 """
 
 from __future__ import annotations

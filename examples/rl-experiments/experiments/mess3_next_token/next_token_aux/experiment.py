@@ -7,8 +7,7 @@ token the env emits next (info["token"] one step ahead, written into the train b
 InfoTargetsToBatch) and added to PPO's loss with weight AUX_WEIGHT. The probe of the GRU
 state against the exact belief then leaves less variance unexplained than without the loss.
 
-Run (from the experiment repo; the smoke run took about a minute on 2 CPU cores when the
-session that built this study (issue 5) measured it, on a shared machine):
+Run (from the experiment repo):
 
     uv run rl-harness experiments.mess3_next_token.next_token_aux.experiment --smoke
     uv run rl-harness experiments.mess3_next_token.next_token_aux.experiment
@@ -16,17 +15,7 @@ session that built this study (issue 5) measured it, on a shared machine):
 Writes results/<run-id>/probe_metrics.json, belief_simplex.png and learning_curve.png (which
 also plots the head's accuracy against the Bayes-optimal ceiling).
 
-Results to expect (full budget, seed 42, 245,760 env steps; measured by the session that
-built this study (issue 5) while two trainings shared 2 busy CPU cores; that run's id was not
-kept, so rerun to get a traceable record):
-
-- training 1376 s; reward per step 0.6814 against the Bayes-optimal 0.6834 (reached by about
-  50k steps);
-- probe R² (pooled, held-out, 95% CI over test episodes) 0.9991 [0.9990, 0.9992], RMSE 0.0122,
-  against 0.9986 [0.9985, 0.9988] and RMSE 0.0148 for `reward_only`;
-- controls: the newest token alone R² 0.807; an untrained GRU 0.988. The honest signal is the
-  unexplained variance: 0.0135 untrained, 0.0014 reward only, 0.0009 with this loss. One
-  training seed per leaf: the intervals do not cover training-seed variation.
+Results measured so far (with how and when): the study README.
 """
 
 from __future__ import annotations

@@ -6,24 +6,14 @@ Bayes-optimal reward, and an affine probe of its GRU state recovers the exact be
 the three hidden states (from env info) on held-out episodes, with no loss term that asks
 for it. `next_token_aux` is the same experiment plus a next-token prediction loss.
 
-Run (from the experiment repo; the smoke run took about a minute on 2 CPU cores when the
-session that built this study (issue 5) measured it, on a shared machine):
+Run (from the experiment repo):
 
     uv run rl-harness experiments.mess3_next_token.reward_only.experiment --smoke
     uv run rl-harness experiments.mess3_next_token.reward_only.experiment
 
 Writes results/<run-id>/probe_metrics.json, belief_simplex.png and learning_curve.png.
 
-Results to expect (full budget, seed 42, 245,760 env steps; measured by the session that
-built this study (issue 5) while two trainings shared 2 busy CPU cores; that run's id was not
-kept, so rerun to get a traceable record):
-
-- training 1410 s; reward per step 0.6836 against the Bayes-optimal 0.6834 (reached by about
-  50k steps); the newest-token-only optimum is lower (probe_metrics.json: memoryless_optimal);
-- probe R² (pooled, held-out, 95% CI over test episodes) 0.9986 [0.9985, 0.9988], RMSE 0.0148;
-- controls: the newest token alone R² 0.807; an untrained GRU 0.988. R² sits near its ceiling
-  for any GRU here; the honest signal is the unexplained variance, 0.0135 untrained against
-  0.0014 trained. One training seed: the intervals do not cover training-seed variation.
+Results measured so far (with how and when): the study README.
 """
 
 from __future__ import annotations
