@@ -30,6 +30,10 @@ builds the env, RLlib's remote env runners included:
 
 (IMPORTING_ENV_ID is the same id under its earlier name.)
 
+Discrete-action task families (`rl_harness.envs.hmm.action_tasks`): `ActionHMMTask`,
+`GuessFeedbackTask`, `LogWeightTask` (one transition matrix per action; emission "on_enter"
+or "on_leave", a required choice), `expected_rewards`, `OneStepLookaheadPolicy`,
+`closed_loop_value`.
 Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
 `ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step
 (`control(actions) -> Control`); the env clips finite actions to the box and rejects
