@@ -31,6 +31,7 @@ TRAINING_LEAVES = {
 }
 PAPER_MODEL = {
     "context_len": 10,
+    "feature_dim": 3,
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,

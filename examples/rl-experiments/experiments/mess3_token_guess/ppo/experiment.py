@@ -92,6 +92,7 @@ FULL = Budget(
 # The belief-geometry paper's transformer on the env's newest-first 10-token window.
 MODEL_CONFIG = {
     "context_len": shared.TOKEN_WINDOW,
+    "feature_dim": 3,  # MESS3 tokens, one-hot: each position is one token
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,
