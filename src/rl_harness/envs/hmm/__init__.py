@@ -96,7 +96,7 @@ from rl_harness.envs.hmm.registration import (
     REGISTERED_ENV_ID,
     register_envs,
 )
-from rl_harness.envs.hmm.simulator import ObservationLayout
+from rl_harness.envs.hmm.simulator import ObservationLayout, split_observation
 from rl_harness.envs.hmm.task import ContinuousTask, Control, Task, Transition
 from rl_harness.envs.hmm.vector_env import HMMVectorEnv
 
@@ -134,6 +134,7 @@ __all__ = [
     "register_envs",
     "rrxor_model",
     "sampled_beliefs",
+    "split_observation",
     "unifilar_entropy_rate",
     "update",
     "zero_one_random_model",

@@ -31,6 +31,8 @@ at decision time, any delay); its row maximum is the Bayes-optimal one-step valu
 mean along an agent's own rollouts is that agent's Bayes-optimal guess accuracy.
 `OneStepLookaheadPolicy` takes the argmax; `closed_loop_value` runs a belief policy in
 the real vector env and averages the exact expected reward of its actions.
+`counterfactual_beliefs` is the delay-0 filter step under any action (the exact target of
+an input counterfactual that swaps the previous action).
 """
 
 from __future__ import annotations
@@ -289,3 +291,15 @@ def closed_loop_value(
         n_copies=n_copies,
         n_steps=n_steps,
     )
+
+
+def counterfactual_beliefs(
+    task: ActionHMMTask, previous: np.ndarray, actions: np.ndarray, tokens: np.ndarray
+) -> np.ndarray:
+    """normalize(b T_a[o]): the delay-0 belief after the move from belief `previous`
+    (..., n_states) under `actions` (...) that emitted `tokens` (...). With the recorded
+    action it is the env's own filter step; with another action, the exact belief the agent
+    would hold had it taken that action and seen the same token (a counterfactual target)."""
+    matrices = task.control_matrices()[np.asarray(actions), np.asarray(tokens)]
+    moved = np.einsum("...i,...ij->...j", np.asarray(previous, dtype=np.float64), matrices)
+    return moved / moved.sum(axis=-1, keepdims=True)

@@ -54,6 +54,8 @@ class HMMEnv(gym.Env):
         self.model = self._sim.model
         self.task = self._sim.task
         self.layout = self._sim.layout
+        # {name: (slice, shape)}: `split_observation(flat_obs, env.parts)` gives the Dict form.
+        self.parts = self._sim.parts
         self.observation_space = self._sim.observation_space
         self.action_space = self._sim.action_space
         self._started = False

@@ -102,6 +102,14 @@ def observation_space(
     )
 
 
+def split_observation(
+    obs: np.ndarray, parts: dict[str, tuple[slice, tuple[int, ...]]]
+) -> dict[str, np.ndarray]:
+    """Flat observations (..., size) as the Dict observation's named parts (views)."""
+    lead = obs.shape[:-1]
+    return {name: obs[..., part].reshape(*lead, *shape) for name, (part, shape) in parts.items()}
+
+
 def _one_hot_table(n: int) -> np.ndarray:
     # Row n (reached by index -1) is all zeros: the encoding of "no token/action yet".
     return np.vstack([np.eye(n, dtype=np.float32), np.zeros((1, n), dtype=np.float32)])
@@ -177,7 +185,9 @@ class BatchSimulator:
             action_size = self.n_actions
         self.layout = _layout(config, self.model, action_size)
         self.observation_space = observation_space(config, self.layout, k, action_size)
-        self._parts = observation_parts(config, self.layout, k, action_size)
+        # Named parts of the flat observation: `split_observation(flat, sim.parts)` is the
+        # Dict observation (analysis records flat arrays and splits them for the module).
+        self.parts = observation_parts(config, self.layout, k, action_size)
         self.reward_components = tuple(self.task.reward_components)
 
         if self.continuous:
@@ -461,10 +471,7 @@ class BatchSimulator:
         if config.include_decision_belief:
             obs[:, layout.decision_belief] = self._decision
         if config.dict_observation:
-            return {
-                name: obs[:, part].reshape(self.n, *shape)
-                for name, (part, shape) in self._parts.items()
-            }  # type: ignore[return-value]
+            return split_observation(obs, self.parts)
         return obs
 
     def _info(

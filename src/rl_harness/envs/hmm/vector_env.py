@@ -37,6 +37,8 @@ class HMMVectorEnv(VectorEnv):
         self.model = self._sim.model
         self.task = self._sim.task
         self.layout = self._sim.layout
+        # {name: (slice, shape)}: `split_observation(flat_obs, env.parts)` gives the Dict form.
+        self.parts = self._sim.parts
         self.single_observation_space = self._sim.observation_space
         self.single_action_space = self._sim.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
