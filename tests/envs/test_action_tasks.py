@@ -152,3 +152,15 @@ def test_bad_task_arguments_fail_clearly():
     }
     with pytest.raises(ValueError, match="one action per token"):
         HMMEnv(wrong)
+
+
+@pytest.mark.parametrize("emission", ["on_leave", "on_enter"])
+def test_delay_one_ceiling_is_exact_on_the_decision_belief(emission):
+    # At delay 1 the decision belief lacks the newest token: the Bayes guesser does worse,
+    # and its sampled rewards agree with the exact expected ones computed from that belief.
+    delayed = feedback_config(emission, observation_delay=1)
+    policy = OneStepLookaheadPolicy(HMMEnv(delayed).task)
+    late = closed_loop_value(delayed, policy, n_copies=128, n_steps=1024, seed=2)
+    now = closed_loop_value(feedback_config(emission), policy, n_copies=128, n_steps=1024, seed=2)
+    assert late.value < now.value - 0.02
+    assert abs(late.realized - late.value) < 0.006  # ~4.5 standard errors of the sampled mean
