@@ -162,8 +162,15 @@ def checkpoint_pairs(tiny_run):
 
 
 def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
+    # The run's agent reads one token (Box (3,)) and guesses one of 3: here its guesses tilt
+    # the process (feedback, emission on entering), so each checkpoint sees its own tokens.
+    feedback = ENV_CONFIG | {
+        "task": "rl_harness.envs.hmm.action_tasks:GuessFeedbackTask",
+        "task_kwargs": {"emission": "on_enter", "feedback": 0.5},
+    }
+
     def tiny_env(num_envs: int) -> HMMVectorEnv:
-        return HMMVectorEnv(num_envs, ENV_CONFIG)
+        return HMMVectorEnv(num_envs, feedback)
 
     def collect(module):
         return collect_rollouts(
@@ -200,7 +207,7 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
     assert probes[-1].extra == {"accuracy": own.mean_reward_per_step()}
     # The fixed replay scores the first checkpoint on the final agent's histories instead.
     first_rollouts = collect(load_module(checkpoint_pairs[0][1]))
-    assert not np.array_equal(first_rollouts.actions, own.actions)
+    assert not np.array_equal(first_rollouts.observations, own.observations)
     fixed = probe_checkpoints(
         checkpoint_pairs, own, seed=1, branch_tokens=own.observations.argmax(-1), **options
     )
