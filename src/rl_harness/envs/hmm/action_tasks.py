@@ -191,9 +191,12 @@ class GuessFeedbackTask(ActionHMMTask):
 class LogWeightTask(ActionHMMTask):
     """Action a adds `log_weights[a]` to the log-weights of the moves (per entered state, or
     per source row and entered state; `log_weight_transitions`); reward `state_rewards` of
-    the `rewarded_state`. The original action-symmetry study on the control chain:
-    log_weights [[0, 0, 0], [0, 0, 1.5], [0, 0, -1.5]] (noop, +1.5 and -1.5 on entering
-    state 2 from every row), state_rewards [0, 0, 1]."""
+    the `rewarded_state`. Our reading of the original action-symmetry study on the control
+    chain: log_weights [[0, 0, 0], [0, 0, 1.5], [0, 0, -1.5]] (noop, +1.5 and -1.5 on
+    entering state 2 from every row), state_rewards [0, 0, 1]. It reproduces P(s = 2) <=
+    0.3324 after a controlled move; the design notes' other fact (the positive action beats
+    noop until P(s = 2) > 0.7541) is not reproduced by any one-step comparison we tried, so
+    the original's exact action definition or objective may differ."""
 
     def __init__(
         self,
