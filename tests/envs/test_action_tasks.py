@@ -164,3 +164,25 @@ def test_delay_one_ceiling_is_exact_on_the_decision_belief(emission):
     now = closed_loop_value(feedback_config(emission), policy, n_copies=128, n_steps=1024, seed=2)
     assert late.value < now.value - 0.02
     assert abs(late.realized - late.value) < 0.006  # ~4.5 standard errors of the sampled mean
+
+
+def test_a_window_as_long_as_the_episode_gives_the_exact_belief():
+    from rl_harness.envs.hmm.action_tasks import window_beliefs
+
+    config = feedback_config(
+        "on_leave", token_window=6, action_window=6, episode_length=50, info=["decision_belief"]
+    )
+    env = HMMVectorEnv(8, config)
+    obs, info = env.reset(seed=4)
+    rng = np.random.default_rng(0)
+    layout = env.layout
+    for _ in range(5):  # the window still holds the whole episode
+        obs, _, _, _, info = env.step(rng.integers(0, 3, 8))
+    window = obs[:, layout.tokens].reshape(8, 6, 3)
+    acts = obs[:, layout.actions].reshape(8, 6, 3)
+    tokens = np.where(window.sum(-1) > 0, window.argmax(-1), -1)
+    actions = np.where(acts.sum(-1) > 0, acts.argmax(-1), -1)
+    exact = window_beliefs(env.task, tokens, actions, env.model.initial)
+    np.testing.assert_allclose(exact, info["decision_belief"], atol=1e-12)
+    short = window_beliefs(env.task, tokens[:, :2], actions[:, :2], env.model.initial)
+    assert np.abs(short - info["decision_belief"]).max() > 1e-3

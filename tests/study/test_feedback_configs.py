@@ -78,4 +78,7 @@ def test_the_analysis_runs_on_an_untrained_agent(recipe, shared):
         assert "r2_pooled" in ablation["probe_replayed"]
         assert 0.0 <= ablation["closed_loop_scores"]["accuracy"] <= 1.0
     assert np.isfinite(record["probe"]["r2_pooled"]["value"])
+    # The yardstick: the exact filter of the whole visible window beats the last pair alone.
+    filters = record["window_filters"]
+    assert filters["m10"]["r2_pooled"]["value"] > filters["m1"]["r2_pooled"]["value"]
     assert record["probe"]["permutation"] is not None

@@ -22,7 +22,8 @@ controls scored on the same episodes: the step-0 checkpoint (untrained weights),
 previous-action input ablated (masked, shuffled: every step, so the window holds only
 corrupted actions) both replayed (probe) and in closed loop (accuracy); the counterfactual
 of the previous action (decoded against exact belief shift); agreement with the Bayes
-guesser (greedy, sampled).
+guesser (greedy, sampled); the memory yardstick (`window_filter_controls`: the exact
+filter of the last m pairs, probed the same way).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from rl_harness.envs.hmm.action_tasks import (
     closed_loop_value,
     counterfactual_beliefs,
     expected_rewards,
+    window_beliefs,
 )
 
 # The process (explicit: libraries default to other values).
@@ -72,6 +74,7 @@ TASK = "rl_harness.envs.hmm.action_tasks:GuessFeedbackTask"
 KNOWN_BAYES_ACCURACY = 0.6996  # design notes: emit on leaving, 1024-step episodes
 
 # The probe.
+WINDOW_FILTERS = (1, 2, 3, WINDOW)  # memory yardsticks: exact filters of the last m pairs
 BRANCH_K = 2
 PROBE_RIDGE = 1e-6
 BELIEF_NAMES = ["belief_state_0", "belief_state_1", "belief_state_2"]
@@ -151,6 +154,29 @@ def branch_codes(rollouts: Rollouts) -> np.ndarray:
     return codes[..., :BRANCH_K]
 
 
+def window_codes(rollouts: Rollouts) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, actions) (E, T, WINDOW) codes of the visible window, newest first, -1 empty."""
+    lead = rollouts.observations.shape[:2]
+    out = []
+    for part in (LAYOUT.tokens, LAYOUT.actions):
+        one_hot = rollouts.observations[..., part].reshape(*lead, WINDOW, N_TOKENS)
+        out.append(np.where(one_hot.sum(-1) > 0, one_hot.argmax(-1), -1))
+    return out[0], out[1]
+
+
+def window_filter_controls(rollouts: Rollouts, plan: Any, seed: int) -> dict[str, Any]:
+    """The memory yardstick, scored like the agent: the probe of the exact belief of a filter
+    that sees only the last m (token, action) pairs (from the stationary law), for each m
+    in WINDOW_FILTERS. m = WINDOW is what the agent's own window allows at best."""
+    tokens, actions = window_codes(rollouts)
+    initial = _REFERENCE.model.initial
+    out = {}
+    for m in WINDOW_FILTERS:
+        beliefs = window_beliefs(TASK_OBJECT, tokens[..., :m], actions[..., :m], initial)
+        out[f"m{m}"] = _probe(beliefs, rollouts, plan, seed).report.to_dict()
+    return out
+
+
 def collect(module: RLModule, plan: Any, seed: int, *, ablation: str | None = None) -> Rollouts:
     """The module's own greedy rollouts (same episode seeds for every module)."""
     preprocess = module_obs
@@ -224,6 +250,7 @@ def analyze_module(module: RLModule, plan: Any, seed: int) -> dict[str, Any]:
         ),
         "counterfactual_previous_action": counterfactual(module, rollouts, evaluation.probe),
         "ablations": {},
+        "window_filters": window_filter_controls(rollouts, plan, seed),
     }
     for mode in ("mask", "shuffle"):
         ablated = ablate_rollouts(rollouts, LAYOUT.actions, mode, seed=seed)  # type: ignore[arg-type]

@@ -306,3 +306,25 @@ def counterfactual_beliefs(
     matrices = task.control_matrices()[np.asarray(actions), np.asarray(tokens)]
     moved = np.einsum("...i,...ij->...j", np.asarray(previous, dtype=np.float64), matrices)
     return moved / moved.sum(axis=-1, keepdims=True)
+
+
+def window_beliefs(
+    task: ActionHMMTask, tokens: np.ndarray, actions: np.ndarray, initial: np.ndarray
+) -> np.ndarray:
+    """(..., n_states): the exact filter that sees only a window of (token, action) pairs,
+    started from `initial` (a memory yardstick). `tokens` and `actions` are (..., m) codes,
+    newest first, -1 where the window is still empty; position p holds the token emitted by
+    the move under action p."""
+    tokens = np.asarray(tokens)
+    actions = np.asarray(actions)
+    controls = task.control_matrices()
+    belief = np.broadcast_to(
+        np.asarray(initial, dtype=np.float64), (*tokens.shape[:-1], len(initial))
+    )
+    for p in range(tokens.shape[-1] - 1, -1, -1):  # oldest first
+        seen = tokens[..., p] >= 0
+        matrices = controls[np.clip(actions[..., p], 0, None), np.clip(tokens[..., p], 0, None)]
+        moved = np.einsum("...i,...ij->...j", belief, matrices)
+        moved = moved / moved.sum(axis=-1, keepdims=True)
+        belief = np.where(seen[..., None], moved, belief)
+    return belief
