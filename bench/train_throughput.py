@@ -59,7 +59,10 @@ ENV_CONFIG = MESS3_NEXT_TOKEN | {"info": ["token"]}
 MODULES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "mlp": ({"hidden_sizes": [64, 64]}, {}),
     "gru": ({"hidden_size": 64, "max_seq_len": 16}, {"token_window": 1}),
-    "transformer": ({"context_len": 8, "d_model": 32, "num_heads": 2, "num_layers": 2}, {}),
+    "transformer": (
+        {"context_len": 8, "feature_dim": 3, "d_model": 32, "num_heads": 2, "num_layers": 2},
+        {},
+    ),
 }
 
 
@@ -182,7 +185,11 @@ FLAGSHIP_CONTEXT = 64
 FLAGSHIP_MODULES: dict[str, tuple[str, dict[str, Any], int]] = {
     "mlp": ("MLPActorCritic", {"hidden_sizes": [96, 96]}, 1),
     "gru": ("GRUActorCritic", {"hidden_size": 96, "max_seq_len": 64}, 1),
-    "transformer": ("TransformerActorCritic", {"context_len": 16} | FLAGSHIP_WIDTH, 16),
+    "transformer": (
+        "TransformerActorCritic",
+        {"context_len": 16, "feature_dim": 3} | FLAGSHIP_WIDTH,
+        16,
+    ),
     "stateful_transformer": (
         "StatefulTransformerActorCritic",
         {"context": FLAGSHIP_CONTEXT, "max_seq_len": 64} | FLAGSHIP_WIDTH,

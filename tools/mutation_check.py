@@ -657,6 +657,41 @@ MUTATIONS = [
         ("tests/storage/test_upload_manifest_redaction.py",),
         "`rl-harness upload` would write B2 keys read from the env file into the manifest",
     ),
+    Mutation(
+        "window-guessed-positions",
+        "learners/models/spaces.py",
+        (
+            (
+                "feature_dim is None or context_len * feature_dim != size:",
+                "feature_dim is None or size % context_len != 0:",
+            ),
+            (
+                "width, dim = context_len, feature_dim",
+                "width, dim = context_len, size // context_len",
+            ),
+        ),
+        (
+            "tests/learners/test_window_keys.py::"
+            "test_a_token_and_action_window_never_reads_token_token_pairs",
+        ),
+        "a 10-token + 10-action observation would be read as (token, token) positions",
+    ),
+    Mutation(
+        "emission-on-leave-as-enter",
+        "envs/hmm/action_tasks.py",
+        (
+            (
+                'return np.einsum("ik,aij->akij", emission, transitions)',
+                'return np.einsum("aij,jk->akij", transitions, emission)',
+            ),
+        ),
+        (
+            "tests/envs/test_action_tasks.py::test_the_token_comes_from_the_chosen_state",
+            "tests/envs/test_action_tasks.py::"
+            "test_feedback_study_bayes_optimal_accuracy_matches_the_known_answer",
+        ),
+        "the original study's timing (emit on leaving) silently becomes this MESS3's (on entering)",
+    ),
 ]
 
 

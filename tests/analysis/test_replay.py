@@ -180,6 +180,7 @@ def test_a_stateless_window_transformer_gives_every_residual_too():
         action_space=env.single_action_space,
         model_config={
             "context_len": 4,
+            "feature_dim": 3,
             "newest_first": True,
             "d_model": 16,
             "num_heads": 2,

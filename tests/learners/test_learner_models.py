@@ -131,7 +131,9 @@ def test_transformer_window_layouts():
 
     flat = gym.spaces.Box(0.0, 1.0, (15,), np.float32)
     module = TransformerActorCritic(
-        observation_space=flat, action_space=ACT3, model_config={"context_len": 5, "d_model": 8}
+        observation_space=flat,
+        action_space=ACT3,
+        model_config={"context_len": 5, "feature_dim": 3, "d_model": 8},
     )
     assert module.transformer.context_len == 5 and module.layout.feature_dim == 3
     assert module.encode({Columns.OBS: _obs(flat, 2)}).shape == (2, 8)

@@ -18,6 +18,7 @@ from rl_harness.learners.models import TransformerActorCritic
 ACT3 = gym.spaces.Discrete(3)
 PAPER_CONFIG = {
     "context_len": 10,
+    "feature_dim": 3,
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,
@@ -113,7 +114,13 @@ def test_the_window_is_strict_on_the_hmm_envs_newest_first_window():
     module = TransformerActorCritic(
         observation_space=space,
         action_space=ACT3,
-        model_config={"context_len": 16, "window": 10, "newest_first": True, "d_model": 16},
+        model_config={
+            "context_len": 16,
+            "feature_dim": 3,
+            "window": 10,
+            "newest_first": True,
+            "d_model": 16,
+        },
     ).eval()
     tokens = torch.randint(0, 3, (8, 16))
     with torch.no_grad():
@@ -231,7 +238,7 @@ def test_bad_options_fail_naming_the_key(model_config, match):
         TransformerActorCritic(
             observation_space=_token_env_space(10),
             action_space=ACT3,
-            model_config={"context_len": 10} | model_config,
+            model_config={"context_len": 10, "feature_dim": 3} | model_config,
         )
 
 
@@ -240,5 +247,5 @@ def test_unknown_key_error_lists_the_new_options():
         TransformerActorCritic(
             observation_space=_token_env_space(10),
             action_space=ACT3,
-            model_config={"context_len": 10, "n_head_dim": 8},
+            model_config={"context_len": 10, "feature_dim": 3, "n_head_dim": 8},
         )

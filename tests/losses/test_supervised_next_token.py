@@ -72,6 +72,7 @@ def _config(learner_class=SupervisedLearner, connector=True, env_config=None, mo
         module_class=TransformerActorCritic,
         model_config={
             "context_len": WINDOW,
+            "feature_dim": 3,
             "newest_first": True,
             "d_model": 32,
             "num_layers": 1,

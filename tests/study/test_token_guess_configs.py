@@ -36,6 +36,7 @@ DEFAULT_INIT = {"init": "torch_default", "pi_output_scale": 0.01, "vf_output_sca
 LEAF_INIT = {"ppo": ORIGINAL_INIT, "supervised": ORIGINAL_INIT, "ppo_default_init": DEFAULT_INIT}
 PAPER_MODEL = {
     "context_len": 10,
+    "feature_dim": 3,
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,

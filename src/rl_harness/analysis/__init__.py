@@ -10,6 +10,9 @@
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
     probe_layers(module, rollouts, ...)             every block's residual, one replay
     probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
+    probe_checkpoints_closed_loop(..., collect)     each checkpoint on its own rollouts
+    input_counterfactual / ablate_rollouts / action_agreement   edited and ablated inputs,
+                                                    agreement with a reference policy
     belief_interventions(module, rollouts, ...)     edit the probed belief, score the action
                                                     shift against an optimal policy's
     plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
@@ -38,6 +41,18 @@ if TYPE_CHECKING:
         module_checkpoint_dir,
         module_ids,
         run_checkpoints,
+    )
+    from rl_harness.analysis.closed_loop import (
+        ClosedLoopProbe,
+        CounterfactualReport,
+        ablate_rollouts,
+        ablation_preprocess,
+        action_agreement,
+        counterfactual_representations,
+        input_counterfactual,
+        probe_checkpoints_closed_loop,
+        shift_report,
+        swap_one_hot,
     )
     from rl_harness.analysis.interventions import (
         BeliefEdit,
@@ -152,6 +167,16 @@ _EXPORTS = {
     "fit_window_baselines": "rl_harness.analysis.windows",
     "LayerProbes": "rl_harness.analysis.layer_probes",
     "probe_layers": "rl_harness.analysis.layer_probes",
+    "ClosedLoopProbe": "rl_harness.analysis.closed_loop",
+    "CounterfactualReport": "rl_harness.analysis.closed_loop",
+    "ablate_rollouts": "rl_harness.analysis.closed_loop",
+    "ablation_preprocess": "rl_harness.analysis.closed_loop",
+    "action_agreement": "rl_harness.analysis.closed_loop",
+    "counterfactual_representations": "rl_harness.analysis.closed_loop",
+    "input_counterfactual": "rl_harness.analysis.closed_loop",
+    "probe_checkpoints_closed_loop": "rl_harness.analysis.closed_loop",
+    "shift_report": "rl_harness.analysis.closed_loop",
+    "swap_one_hot": "rl_harness.analysis.closed_loop",
     "CheckpointProbe": "rl_harness.analysis.checkpoint_probes",
     "plot_probe_over_training": "rl_harness.analysis.checkpoint_probes",
     "probe_checkpoints": "rl_harness.analysis.checkpoint_probes",
@@ -174,6 +199,8 @@ __all__ = [
     "AffineProbe",
     "BeliefEdit",
     "CheckpointProbe",
+    "ClosedLoopProbe",
+    "CounterfactualReport",
     "DEFAULT_MODULE_ID",
     "Estimate",
     "HeldOutScores",
@@ -191,6 +218,9 @@ __all__ = [
     "WindowRegressor",
     "WindowTable",
     "WithinBranchReport",
+    "ablate_rollouts",
+    "ablation_preprocess",
+    "action_agreement",
     "barycentric_xy",
     "belief_interventions",
     "branch_ids",
@@ -198,12 +228,14 @@ __all__ = [
     "compare_with_windows",
     "conditional_permutation_null",
     "corner_beliefs",
+    "counterfactual_representations",
     "encode_representation",
     "evaluate_probe",
     "fit_affine",
     "fit_window_baselines",
     "held_out_scores",
     "info_target",
+    "input_counterfactual",
     "intervene",
     "load_algorithm",
     "load_module",
@@ -221,6 +253,7 @@ __all__ = [
     "plot_probe_over_training",
     "policy_actions",
     "probe_checkpoints",
+    "probe_checkpoints_closed_loop",
     "probe_layers",
     "quantile_bins",
     "random_actions",
@@ -231,8 +264,10 @@ __all__ = [
     "rllib_action_transform",
     "run_checkpoints",
     "shift_difference",
+    "shift_report",
     "shift_scores",
     "simplex_scatter",
+    "swap_one_hot",
     "window_features",
 ]
 

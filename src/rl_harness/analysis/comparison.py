@@ -14,7 +14,8 @@ Metric keys, looked up in this order for each run:
 - a key of the final metrics.jsonl row (e.g. "env_runners/episode_return_mean");
 - "<file>.json:<path>": a value in a JSON record of the run (e.g.
   "probe_metrics.json:probe/within_branch/r2_pooled"); a {value, low, high} estimate gives
-  its value;
+  its value; "[i]" after a part indexes a JSON list, negative from the end (e.g.
+  "closed_loop_probes.json:probes[-1]/r2_pooled", the last checkpoint's probe);
 - "<path>": the same path in result.json, then probe_metrics.json.
 Defaults: return_per_step and every pooled R² in probe_metrics.json ("r2_pooled" at any
 depth). Across runs: mean and a 95% Student-t interval (none for a single run); runs
@@ -42,6 +43,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -126,13 +128,24 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+_INDEX = re.compile(r"\[(-?\d+)\]")
+
+
 def _lookup(document: Any, path: str) -> tuple[bool, float | None]:
-    """(found, number) for a "/"-separated path in a JSON document."""
+    """(found, number) for a "/"-separated path in a JSON document; a part may end in list
+    indices, "probes[-1]" (the last element of the list "probes"; negative from the end)."""
     node = document
     for part in path.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return False, None
-        node = node[part]
+        key = _INDEX.split(part)[0]
+        if key:
+            if not isinstance(node, Mapping) or key not in node:
+                return False, None
+            node = node[key]
+        for index in _INDEX.findall(part):
+            position = int(index)
+            if not isinstance(node, list) or not -len(node) <= position < len(node):
+                return False, None
+            node = node[position]
     return True, _number(node)
 
 

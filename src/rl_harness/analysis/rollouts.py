@@ -28,7 +28,9 @@ the exploration distribution), "random" (uniform over the action space from a na
 stream; the module still reads every observation, so its state and representations are
 those of an agent watching random play). Discrete and Box actions alike.
 
-Observations are fed to the module as the env returns them: recipes whose env-to-module
+Observations are fed to the module as the env returns them (`preprocess` may turn a flat
+array into a mapping of arrays, for a module that reads a Dict observation; the rollouts
+record the env's flat arrays): recipes whose env-to-module
 connectors transform observations must pass the same transform as `preprocess`, and those
 whose module-to-env connectors rescale actions pass `action_transform` (for RLlib's default
 Box handling, `rllib_action_transform(space)`). Recorded actions are what the env received.
@@ -296,10 +298,21 @@ class ModuleStepper:
     def _advance(self, obs: np.ndarray, *, act: bool) -> tuple[np.ndarray | None, Any]:
         # Contiguous, as an env returns them: a strided slice of a recorded array would take
         # other kernels and round differently.
-        tensor = torch.as_tensor(np.ascontiguousarray(obs), device=self.device)
-        if tensor.shape[0] != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} observations, got {tensor.shape[0]}")
-        batch: dict[str, Any] = {OBS: tensor[:, None] if self.stateful else tensor}
+        if isinstance(obs, Mapping):  # a Dict observation: one tensor per key
+            tensors = {
+                k: torch.as_tensor(np.ascontiguousarray(v), device=self.device)
+                for k, v in obs.items()
+            }
+            rows = {int(t.shape[0]) for t in tensors.values()}
+            if rows != {self.num_envs}:
+                raise ValueError(f"expected {self.num_envs} observations per key, got {rows}")
+            module_obs: Any = {k: t[:, None] if self.stateful else t for k, t in tensors.items()}
+        else:
+            tensor = torch.as_tensor(np.ascontiguousarray(obs), device=self.device)
+            if tensor.shape[0] != self.num_envs:
+                raise ValueError(f"expected {self.num_envs} observations, got {tensor.shape[0]}")
+            module_obs = tensor[:, None] if self.stateful else tensor
+        batch: dict[str, Any] = {OBS: module_obs}
         if self.stateful:
             batch[STATE_IN] = self.state
         actions = None

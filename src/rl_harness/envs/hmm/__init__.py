@@ -28,6 +28,11 @@ builds the env, RLlib's remote env runners included:
     config.environment(ENV_ID, env_config=...)
     config.env_runners(gym_env_vectorize_mode="vector_entry_point")
 
+Discrete-action task families (`rl_harness.envs.hmm.action_tasks`): `ActionHMMTask`,
+`GuessFeedbackTask`, `LogWeightTask` (one transition matrix per action; emission "on_enter"
+or "on_leave", a required choice), `expected_rewards`, `OneStepLookaheadPolicy`,
+`closed_loop_value`.
+
 Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
 `ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step
 (`control(actions) -> Control`); the env clips finite actions to the box and rejects
@@ -89,7 +94,7 @@ from rl_harness.envs.hmm.registration import (
     REGISTERED_ENV_ID,
     register_envs,
 )
-from rl_harness.envs.hmm.simulator import ObservationLayout
+from rl_harness.envs.hmm.simulator import ObservationLayout, split_observation
 from rl_harness.envs.hmm.task import ContinuousTask, Control, Task, Transition
 from rl_harness.envs.hmm.vector_env import HMMVectorEnv
 
@@ -126,6 +131,7 @@ __all__ = [
     "register_envs",
     "rrxor_model",
     "sampled_beliefs",
+    "split_observation",
     "unifilar_entropy_rate",
     "update",
     "zero_one_random_model",

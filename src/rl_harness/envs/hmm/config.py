@@ -48,6 +48,9 @@ class HMMEnvConfig:
     include_decision_belief: bool = False
     observation_delay: int = 0
     info: tuple[str, ...] = ()
+    # True: a Dict observation of named parts ("tokens" (W, n_tokens), "actions" (W_a, size),
+    # "belief", "state", "decision_belief"), so a model reads its inputs by name.
+    dict_observation: bool = False
 
     @classmethod
     def from_mapping(cls, env_config: Mapping[str, Any]) -> HMMEnvConfig:
@@ -97,7 +100,7 @@ class HMMEnvConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"env_config {name!r} must be an int >= {minimum}, got {value!r}")
         flags = ("random_first_episode_length", "include_belief", "include_state")
-        for name in (*flags, "include_decision_belief"):
+        for name in (*flags, "include_decision_belief", "dict_observation"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"env_config {name!r} must be a bool")
         bad = sorted(set(self.info) - set(INFO_KEYS))

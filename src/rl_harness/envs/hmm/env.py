@@ -31,6 +31,13 @@ def _scalar_info(info: dict) -> dict:
     return single
 
 
+def _first(obs: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
+    """Copy 0 of a batched observation (flat array or, with dict_observation, a dict)."""
+    if isinstance(obs, dict):
+        return {name: value[0] for name, value in obs.items()}
+    return obs[0]
+
+
 class HMMEnv(gym.Env):
     """A finite-HMM env: hidden state, tokens, history, exact belief; a task sets the reward.
 
@@ -47,7 +54,9 @@ class HMMEnv(gym.Env):
         self.model = self._sim.model
         self.task = self._sim.task
         self.layout = self._sim.layout
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (self.layout.size,), np.float32)
+        # {name: (slice, shape)}: `split_observation(flat_obs, env.parts)` gives the Dict form.
+        self.parts = self._sim.parts
+        self.observation_space = self._sim.observation_space
         self.action_space = self._sim.action_space
         self._started = False
 
@@ -59,7 +68,7 @@ class HMMEnv(gym.Env):
         super().reset(seed=seed)
         obs, info = self._sim.reset([seed])
         self._started = True
-        return obs[0], _scalar_info(info)
+        return _first(obs), _scalar_info(info)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         if not self._started:
@@ -69,7 +78,7 @@ class HMMEnv(gym.Env):
         actions = self._sim.check_actions(action, single=True)
         obs, rewards, terminated, truncated, info = self._sim.step(actions)
         return (
-            obs[0],
+            _first(obs),
             float(rewards[0]),
             bool(terminated[0]),
             bool(truncated[0]),

@@ -72,6 +72,44 @@ def _layout(config: HMMEnvConfig, model: HMMModel, action_size: int) -> Observat
     return ObservationLayout(*slices[:4], size=int(bounds[-1]), decision_belief=slices[4])
 
 
+def observation_parts(
+    config: HMMEnvConfig, layout: ObservationLayout, n_tokens: int, action_size: int
+) -> dict[str, tuple[slice, tuple[int, ...]]]:
+    """The named parts of the flat observation (those present), each with its slice and its
+    shape in a Dict observation: windows are 2-D (positions, features), newest first."""
+    parts = {
+        "tokens": (layout.tokens, (config.token_window, n_tokens)),
+        "actions": (layout.actions, (config.action_window, action_size)),
+        "belief": (layout.belief, (layout.belief.stop - layout.belief.start,)),
+        "state": (layout.state, (layout.state.stop - layout.state.start,)),
+        "decision_belief": (
+            layout.decision_belief,
+            (layout.decision_belief.stop - layout.decision_belief.start,),
+        ),
+    }
+    return {name: part for name, part in parts.items() if part[0].stop > part[0].start}
+
+
+def observation_space(
+    config: HMMEnvConfig, layout: ObservationLayout, n_tokens: int, action_size: int
+) -> gym.Space:
+    """One copy's observation space: a flat Box, or (dict_observation) a Dict of Boxes."""
+    if not config.dict_observation:
+        return gym.spaces.Box(0.0, 1.0, (layout.size,), np.float32)
+    parts = observation_parts(config, layout, n_tokens, action_size)
+    return gym.spaces.Dict(
+        {name: gym.spaces.Box(0.0, 1.0, shape, np.float32) for name, (_, shape) in parts.items()}
+    )
+
+
+def split_observation(
+    obs: np.ndarray, parts: dict[str, tuple[slice, tuple[int, ...]]]
+) -> dict[str, np.ndarray]:
+    """Flat observations (..., size) as the Dict observation's named parts (views)."""
+    lead = obs.shape[:-1]
+    return {name: obs[..., part].reshape(*lead, *shape) for name, (part, shape) in parts.items()}
+
+
 def _one_hot_table(n: int) -> np.ndarray:
     # Row n (reached by index -1) is all zeros: the encoding of "no token/action yet".
     return np.vstack([np.eye(n, dtype=np.float32), np.zeros((1, n), dtype=np.float32)])
@@ -146,6 +184,10 @@ class BatchSimulator:
             self._action_shape = ()
             action_size = self.n_actions
         self.layout = _layout(config, self.model, action_size)
+        self.observation_space = observation_space(config, self.layout, k, action_size)
+        # Named parts of the flat observation: `split_observation(flat, sim.parts)` is the
+        # Dict observation (analysis records flat arrays and splits them for the module).
+        self.parts = observation_parts(config, self.layout, k, action_size)
         self.reward_components = tuple(self.task.reward_components)
 
         if self.continuous:
@@ -407,7 +449,7 @@ class BatchSimulator:
 
     # ------------------------------------------------------------------ outputs
 
-    def _observe(self) -> np.ndarray:
+    def _observe(self) -> np.ndarray | dict[str, np.ndarray]:
         layout, config = self.layout, self.config
         obs = np.empty((self.n, layout.size), dtype=np.float32)
         # mode="wrap" sends index -1 (nothing yet) to the table's last, all-zero row.
@@ -428,6 +470,8 @@ class BatchSimulator:
             obs[:, layout.state] = self._state_table[self._state]
         if config.include_decision_belief:
             obs[:, layout.decision_belief] = self._decision
+        if config.dict_observation:
+            return split_observation(obs, self.parts)
         return obs
 
     def _info(

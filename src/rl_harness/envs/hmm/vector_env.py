@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -38,7 +37,9 @@ class HMMVectorEnv(VectorEnv):
         self.model = self._sim.model
         self.task = self._sim.task
         self.layout = self._sim.layout
-        self.single_observation_space = gym.spaces.Box(0.0, 1.0, (self.layout.size,), np.float32)
+        # {name: (slice, shape)}: `split_observation(flat_obs, env.parts)` gives the Dict form.
+        self.parts = self._sim.parts
+        self.single_observation_space = self._sim.observation_space
         self.single_action_space = self._sim.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)

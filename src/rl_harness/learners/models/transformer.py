@@ -27,13 +27,18 @@ class TransformerActorCritic(ActorCriticRLModule):
     """Causal transformer over the window each observation carries; stateless.
 
     The observation is the window (see `spaces.window_layout`): Box (W, D), Box (W * D,)
-    with "context_len" = W, or MultiDiscrete (W,) token ids. The model reads the newest
+    with "context_len" = W and "feature_dim" = D, MultiDiscrete (W,) token ids, or a Dict
+    whose "window_keys" (each a Box (W, D_k)) form each position. A shape that does not
+    match fails at build; positions are never guessed. The model reads the newest
     "window" positions of it, oldest first, so its last position holds the newest step and
     `encode(batch)` (that position's final normed residual, (B, d_model)) has seen the whole
     window and nothing older.
 
     model_config keys:
       "context_len"    positions in the observation (optional check; required for a flat Box)
+      "feature_dim"    floats per position (optional check; required for a flat Box)
+      "window_keys"    Dict observations: the keys forming each position, in order (e.g.
+                       ["tokens", "actions"] on the HMM env with "dict_observation": true)
       "window"         positions read: the newest `window` of them (default all W); the
                        window is strict, older positions never reach the output
       "newest_first"   the observation lists its positions newest first, as the HMM env's
@@ -60,8 +65,8 @@ class TransformerActorCritic(ActorCriticRLModule):
     "pi_output_scale": 1.0, "vf_output_scale": 1.0}.
 
     The belief-geometry paper's transformer (Shai et al. 2024) on the HMM env's 10-token
-    window: {"context_len": 10, "newest_first": True, "d_model": 64, "num_layers": 4,
-    "num_heads": 1, "d_head": 8, "ff_dim": 256, "mlp_activation": "relu",
+    window: {"context_len": 10, "feature_dim": 3, "newest_first": True, "d_model": 64,
+    "num_layers": 4, "num_heads": 1, "d_head": 8, "ff_dim": 256, "mlp_activation": "relu",
     "positions": "learned"}.
 
     `encode_step_residuals(batch)` reads every depth of the residual stream at the last
@@ -70,6 +75,8 @@ class TransformerActorCritic(ActorCriticRLModule):
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
         "context_len",
+        "feature_dim",
+        "window_keys",
         "window",
         "newest_first",
         "d_model",
@@ -88,7 +95,20 @@ class TransformerActorCritic(ActorCriticRLModule):
         context_len = config.get("context_len")
         if context_len is not None:
             context_len = config_int(config, "context_len")
-        self.layout = window_layout(self.observation_space, context_len)
+        feature_dim = config.get("feature_dim")
+        if feature_dim is not None:
+            feature_dim = config_int(config, "feature_dim")
+        keys = config.get("window_keys")
+        if keys is not None and (
+            not isinstance(keys, list | tuple) or not all(isinstance(k, str) for k in keys)
+        ):
+            raise ValueError(f"model_config['window_keys'] must be a list of keys, got {keys!r}")
+        self.layout = window_layout(
+            self.observation_space,
+            context_len,
+            feature_dim,
+            None if keys is None else tuple(keys),
+        )
         self.window = config_int(config, "window", self.layout.width)
         if self.window > self.layout.width:
             raise ValueError(

@@ -103,6 +103,7 @@ MODEL_CONFIG = {
     "pi_output_scale": 1.0,
     "vf_output_scale": 1.0,
     "context_len": shared.TOKEN_WINDOW,
+    "feature_dim": 3,  # MESS3 tokens, one-hot: each position is one token
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,
