@@ -78,7 +78,11 @@ def test_compare_refuses_smoke_with_cpu_and_names_the_runs(study, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "mixed budgets pooled: cpu: cpu0, cpu1; smoke: smoke" in out
-    # Or split them by the budget config.json records: one budget per row, nothing pooled.
+    # Or pick one budget by the budget config.json records.
+    argv = ["compare", str(study["root"]), "--metric", "value", "--where", "budget.name=cpu"]
+    assert main(argv) == 0
+    assert "budget: cpu\n" in capsys.readouterr().out
+    # Or split them by it: one budget per row, nothing pooled.
     argv = ["compare", str(study["root"]), "--metric", "value", "--group-by", "budget.name"]
     assert main(argv) == 0
     rows = {line.split("  ")[0]: line.split()[-1] for line in _lines(capsys.readouterr().out)}

@@ -292,12 +292,15 @@ def _listing(groups: Mapping[Any, Sequence[str]], width: int = 0) -> str:
     )
 
 
-def check_same_budget(records: Sequence[RunRecord], *, allow_mixed_budgets: bool = False) -> str:
-    """The one budget of `records`; ComparisonError naming the runs of each budget when they
-    differ (smoke with non-smoke included), unless `allow_mixed_budgets` (then a note)."""
+def check_same_budget(runs: Sequence[tuple[str, str]], *, allow_mixed_budgets: bool = False) -> str:
+    """The one budget of `runs` ((budget, run id) pairs); ComparisonError naming the runs of
+    each budget when they differ (smoke with non-smoke included), unless
+    `allow_mixed_budgets` (then a note)."""
     by_budget: dict[str, list[str]] = {}
-    for record in records:
-        by_budget.setdefault(budget_label(record), []).append(record.run_id)
+    for budget, run_id in runs:
+        by_budget.setdefault(budget, [])
+        if run_id not in by_budget[budget]:
+            by_budget[budget].append(run_id)
     if len(by_budget) <= 1:
         return next(iter(by_budget), UNRECORDED_BUDGET)
     listing = _listing(by_budget)
@@ -389,11 +392,6 @@ def compare_runs(
     for record in completed:
         by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
     notes = [f"left out: {line}" for line in cannot_read]
-    # Grouped by the budget config.json records, each row holds one budget: nothing pools.
-    split = BUDGET_KEY in group_by
-    budget_note = check_same_budget(completed, allow_mixed_budgets=allow_mixed_budgets or split)
-    if budget_note.startswith("mixed") and not split:
-        notes.append(budget_note)
     _check_config_keys(completed, group_by, "--group-by")
     _check_config_keys(completed, list(where or {}), "--where")
     if len(by_commit) > 1:
@@ -420,6 +418,15 @@ def compare_runs(
         if not entries:
             raise ComparisonError(f"no completed run has the config {condition}")
         notes.append(f"only runs with config {condition} ({dropped} left out)")
+    # The runs `where` kept (so `--where budget.name=cpu` picks one budget); grouped by the
+    # budget config.json records, each row holds one budget and nothing pools.
+    split = BUDGET_KEY in group_by
+    budget_note = check_same_budget(
+        [(e.budget, e.run_id.split("/")[0]) for e in entries],
+        allow_mixed_budgets=allow_mixed_budgets or split,
+    )
+    if budget_note.startswith("mixed") and not split:
+        notes.append(budget_note)
     unknown = [key for key in keys if key not in known]
     if metrics and unknown:
         raise ComparisonError(f"no run has the metric(s) {', '.join(unknown)}")
@@ -437,7 +444,7 @@ def compare_runs(
         entries,
         sorted(by_commit, key=str),
         notes=notes,
-        budgets=sorted({budget_label(r) for r in completed}),
+        budgets=sorted({e.budget for e in entries}),
         unreadable=cannot_read,
     )
 

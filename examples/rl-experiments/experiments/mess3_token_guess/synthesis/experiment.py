@@ -454,7 +454,7 @@ def over_training_markdown(table: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         return f"{value['mean']:.3f} ({value['min']:.3f}-{value['max']:.3f})"
 
     lines = [
-        "| leaf | env steps | runs | greedy accuracy | probe R² | within-branch R² |",
+        "| arm | env steps | runs | greedy accuracy | probe R² | within-branch R² |",
         "|---|---|---|---|---|---|",
     ]
     for leaf, rows in table.items():
