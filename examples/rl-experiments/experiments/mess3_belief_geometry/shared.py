@@ -83,7 +83,6 @@ from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
     belief_interventions,
-    branch_ids,
     collect_rollouts,
     compare_with_windows,
     corner_beliefs,
@@ -98,7 +97,6 @@ from rl_harness.analysis import (
     plot_probe_over_training,
     probe_checkpoints,
     probe_layers,
-    quantile_bins,
     replay_rollouts,
     rllib_action_transform,
     run_checkpoints,
@@ -430,6 +428,8 @@ def _analyze(
     decision_belief_in_observation: bool,
     interventions: bool,
 ) -> dict[str, Any]:
+    from experiments.mess3_belief_geometry import controls  # imports this module
+
     started = time.perf_counter()
     say = _progress(label, started)
     run = RunArtifacts.open(context.results_dir)
@@ -456,16 +456,7 @@ def _analyze(
     )
     untrained_features = replay_rollouts(control, greedy)
 
-    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
-    # executed actions (the observation's previous-action part, ACTION_BINS per coordinate).
     tokens = greedy.observations[..., layout.tokens]
-    actions = greedy.observations[..., layout.actions]
-    token_codes = tokens.argmax(-1)[..., None] + 3 * (tokens.max(-1, keepdims=True) == 0)
-    joint = np.concatenate([token_codes, quantile_bins(actions, ACTION_BINS)], axis=-1)
-    branchings = {
-        TOKEN_BRANCHES: branch_ids(tokens, BRANCH_K),
-        ACTION_BRANCHES: branch_ids(joint, BRANCH_K),
-    }
 
     def probe(features: np.ndarray, permutations: int = 0) -> Any:
         return evaluate_probe(
@@ -486,6 +477,13 @@ def _analyze(
     agent = probe(greedy.representations, plan.n_permutations)
     observation = probe(greedy.observations)
     untrained = probe(untrained_features)
+    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
+    # executed actions (the observation's previous-action part, ACTION_BINS equal-frequency
+    # bins per coordinate from the agent probe's train episodes: controls.action_branching).
+    branching = controls.action_branching(
+        tokens, greedy.observations[..., layout.actions], agent.train_episodes, agent.test_episodes
+    )
+    branchings = branching.labels
     # Every score below is on the agent's held-out steps and its bootstrap resamples.
     test = agent.test_episodes
     held_out = greedy.targets[test]
@@ -549,6 +547,11 @@ def _analyze(
 
     training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
 
+    say("controls on data the agent did not choose (belief-MDP and random actions)")
+    by_data = controls.controls_by_data(
+        module, control, make_env=make_env, plan=plan, seed=context.seed, greedy=greedy, say=say
+    )
+
     values = solver_values()
     write_json(context.results_dir / "solver_values.json", values)
     rows = run.metrics()
@@ -587,8 +590,10 @@ def _analyze(
         "branchings": {
             TOKEN_BRANCHES: f"equal last {BRANCH_K} visible tokens",
             ACTION_BRANCHES: f"equal last {BRANCH_K} visible tokens and executed actions, each "
-            f"action coordinate in {ACTION_BINS} quantile bins",
+            f"action coordinate in {ACTION_BINS} equal-frequency bins (mid-rank among the probe's "
+            "train episodes; ties share a bin)",
         },
+        "action_branching": branching.record,
         "probe": agent.report.to_dict(),
         "controls": {
             "data": "every control is scored on the agent's greedy rollouts: the untrained "
@@ -602,6 +607,7 @@ def _analyze(
         "windows": windows.to_dict(),
         "layers": layers.table(),
         "training": training,
+        controls.KEY: by_data,
         "return_per_step": returns,
         "solver_values": values,
         "fraction_of_belief_mdp": (
@@ -839,6 +845,18 @@ def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
+    """result.json's `controls_by_data` and `action_branches_added` (when the record has them)."""
+    from experiments.mess3_belief_geometry import controls  # imports this module
+
+    out: dict[str, Any] = {}
+    if "action_branching" in record:
+        out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
+    if controls.KEY in record:
+        out[controls.KEY] = controls.headline(record[controls.KEY])
+    return out
+
+
 def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     controls = record["controls"]
@@ -847,6 +865,7 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     windows = record["windows"]
     training = record["training"]["checkpoints"]
     return {
+        **_controls_headline(record),  # controls_by_data, action_branches_added
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
         "return_per_step": record["return_per_step"],
