@@ -51,6 +51,13 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
     return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
     analysis_wall_time_s
+    action_branching  what the tokens_actions_2 bins are and did (controls.action_branching):
+                      n_bins_per_action_coordinate, bins_used_per_coordinate, n_branches
+                      {tokens_2, tokens_actions_2}, branches_added_by_actions, held_out
+                      {n_steps, min_members, <branching>: {n_branches, branches_with_min_members,
+                      steps_in_branches_with_min_members}}
+    controls_by_data  every control also on data the agent did not choose (controls.py: its
+                      docstring has the schema): agent_greedy, belief_mdp, random blocks
     interventions     (leaves that run them) the headline of interventions.json: {file,
                       <layer>: {<counterfactual>: {agent, agent_random, untrained,
                       agent_correlation}}}, fractions of the optimal action shift
