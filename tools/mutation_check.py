@@ -692,6 +692,26 @@ MUTATIONS = [
         ),
         "the original study's timing (emit on leaving) silently becomes this MESS3's (on entering)",
     ),
+    Mutation(
+        "quantile-bins-ties-upper",
+        "analysis/probes/windows.py",
+        (("        rank = (below + at_most) / (2.0 * n)\n", "        rank = at_most / n\n"),),
+        (
+            "tests/study/test_belief_geometry_controls.py::"
+            "test_quantile_bins_split_a_known_sample_into_the_stated_counts",
+        ),
+        "actions held at the clip bound and all others in one bin: action branches split nothing",
+    ),
+    Mutation(
+        "rollouts-actor-ignored",
+        "analysis/rollouts.py",
+        (("            action = np.asarray(actor(obs, info))\n", "            pass\n"),),
+        (
+            "tests/study/test_belief_geometry_controls.py::"
+            "test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs",
+        ),
+        "belief-MDP-driven controls would silently be scored on the agent's own actions",
+    ),
 ]
 
 

@@ -113,6 +113,21 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     best = windows["windows"][differences["best_window_k"] - 1]
     assert differences["agent_minus_best_window"] == best["agent_minus_window"]
     assert set(result["window_r2_within_branch"]) == {"k1", "k2"}
+    # Controls on data the agent did not choose (issue 37): the same blocks on its greedy
+    # rollouts and on belief-MDP- and random-driven ones, each on its own held-out steps.
+    by_data = metrics["controls_by_data"]
+    assert set(by_data["data"]) == {"agent_greedy", "belief_mdp", "random"}
+    for name in by_data["data"]:
+        block = by_data[name]
+        assert block["agent_probe"]["n_test_episodes"] == 2
+        assert [row["k"] for row in block["tokens_only_windows"]["windows"]] == [1, 2]
+        assert "branches_added_by_actions" in block["action_branching"]
+    assert by_data["agent_greedy"]["agent_probe"]["r2_pooled"] == metrics["probe"]["r2_pooled"]
+    assert set(result["controls_by_data"]) == set(by_data["data"])
+    assert (
+        result["action_branches_added"]
+        == (metrics["action_branching"]["branches_added_by_actions"])
+    )
     # Every residual; the last is the probed representation.
     names = [row["name"] for row in metrics["layers"]]
     assert names == ["embed", "block_1", "block_2", "block_3", "final_norm"]

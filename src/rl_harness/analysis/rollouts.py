@@ -26,7 +26,9 @@ action then taken. Each copy first plays `warmup_steps` unrecorded actions, then
 Policies: "greedy" (the inference distribution made deterministic), "sample" (a draw from
 the exploration distribution), "random" (uniform over the action space from a named
 stream; the module still reads every observation, so its state and representations are
-those of an agent watching random play). Discrete and Box actions alike.
+those of an agent watching random play). Discrete and Box actions alike. An `actor`
+(obs, info -> env actions, e.g. an exact solver's policy of `info["decision_belief"]`)
+replaces the module's choice the same way: the module reads what the actor's play shows it.
 
 Observations are fed to the module as the env returns them (`preprocess` may turn a flat
 array into a mapping of arrays, for a module that reads a Dict observation; the rollouts
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
 RepresentationExtractor = Callable[["RLModule", dict[str, Any]], Any]
 TargetExtractor = Callable[[Mapping[str, Any]], np.ndarray]
 ActionTransform = Callable[[np.ndarray], np.ndarray]
+# (observations (N, ...), the vector env's info) -> the N actions the env executes.
+Actor = Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
 Policy = Literal["greedy", "sample", "random"]
 POLICIES = ("greedy", "sample", "random")
 DEFAULT_STREAM = ("analysis", "rollouts")
@@ -366,6 +370,7 @@ def _collect_batch(
     preprocess: Callable[[np.ndarray], np.ndarray] | None,
     action_transform: ActionTransform | None,
     action_rng: np.random.Generator,
+    actor: Actor | None,
 ) -> tuple[np.ndarray, ...]:
     n = len(seeds)
     stepper = ModuleStepper(module, n, representation=representation, policy=policy)
@@ -382,7 +387,9 @@ def _collect_batch(
             )
         if t < warmup_steps:
             warmup.append(np.asarray(obs))
-        if policy == "random":
+        if actor is not None:
+            action = np.asarray(actor(obs, info))
+        elif policy == "random":
             action = random_actions(env.single_action_space, n, action_rng)
         elif action_transform is not None:
             action = np.asarray(action_transform(action))
@@ -425,6 +432,7 @@ def collect_rollouts(
     preprocess: Callable[[np.ndarray], np.ndarray] | None = None,
     action_transform: ActionTransform | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
+    actor: Actor | None = None,
 ) -> Rollouts:
     """Play `n_episodes` episodes, `num_envs` at a time; record `episode_steps` steps of each
     after `warmup_steps` steps that are played (state carried) but not recorded.
@@ -433,7 +441,9 @@ def collect_rollouts(
     `stream_seed(seed, *stream, "episode", str(i))`, so adding episodes never changes
     earlier ones. `policy="sample"` draws from torch's RNG seeded by the stream
     `(*stream, "actions")` (restored afterwards); `policy="random"` draws from the NumPy
-    stream `(*stream, "random_actions")`.
+    stream `(*stream, "random_actions")`. With `actor`, the env executes `actor(obs, info)`
+    (env units, no `action_transform`) and the module only reads: its representations are
+    those of an agent watching the actor play (policy must stay "greedy").
     """
     for name, value in (("n_episodes", n_episodes), ("episode_steps", episode_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -444,6 +454,8 @@ def collect_rollouts(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if actor is not None and policy != "greedy":
+        raise ValueError(f"an actor chooses the actions: leave policy 'greedy', got {policy!r}")
     stream = tuple(stream)
     seeds = [stream_seed(seed, *stream, "episode", str(i)) for i in range(n_episodes)]
     action_rng = stream_rng(seed, *stream, "random_actions")
@@ -470,6 +482,7 @@ def collect_rollouts(
                             preprocess,
                             action_transform,
                             action_rng,
+                            actor,
                         )
                     )
                 finally:

@@ -51,6 +51,13 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
     return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
     analysis_wall_time_s
+    action_branching  what the tokens_actions_2 bins are and did (controls.action_branching):
+                      n_bins_per_action_coordinate, bins_used_per_coordinate, n_branches
+                      {tokens_2, tokens_actions_2}, branches_added_by_actions, held_out
+                      {n_steps, min_members, <branching>: {n_branches, branches_with_min_members,
+                      steps_in_branches_with_min_members}}
+    controls_by_data  every control also on data the agent did not choose (controls.py: its
+                      docstring has the schema): agent_greedy, belief_mdp, random blocks
     interventions     (leaves that run them) the headline of interventions.json: {file,
                       <layer>: {<counterfactual>: {agent, agent_random, untrained,
                       agent_correlation}}}, fractions of the optimal action shift
@@ -83,7 +90,6 @@ from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
     belief_interventions,
-    branch_ids,
     collect_rollouts,
     compare_with_windows,
     corner_beliefs,
@@ -98,7 +104,6 @@ from rl_harness.analysis import (
     plot_probe_over_training,
     probe_checkpoints,
     probe_layers,
-    quantile_bins,
     replay_rollouts,
     rllib_action_transform,
     run_checkpoints,
@@ -431,6 +436,8 @@ def _analyze(
     decision_belief_in_observation: bool,
     interventions: bool,
 ) -> dict[str, Any]:
+    from experiments.mess3_belief_geometry import controls  # imports this module
+
     started = time.perf_counter()
     say = _progress(label, started)
     run = RunArtifacts.open(context.results_dir)
@@ -457,16 +464,7 @@ def _analyze(
     )
     untrained_features = replay_rollouts(control, greedy)
 
-    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
-    # executed actions (the observation's previous-action part, ACTION_BINS per coordinate).
     tokens = greedy.observations[..., layout.tokens]
-    actions = greedy.observations[..., layout.actions]
-    token_codes = tokens.argmax(-1)[..., None] + 3 * (tokens.max(-1, keepdims=True) == 0)
-    joint = np.concatenate([token_codes, quantile_bins(actions, ACTION_BINS)], axis=-1)
-    branchings = {
-        TOKEN_BRANCHES: branch_ids(tokens, BRANCH_K),
-        ACTION_BRANCHES: branch_ids(joint, BRANCH_K),
-    }
 
     def probe(features: np.ndarray, permutations: int = 0) -> Any:
         return evaluate_probe(
@@ -487,6 +485,13 @@ def _analyze(
     agent = probe(greedy.representations, plan.n_permutations)
     observation = probe(greedy.observations)
     untrained = probe(untrained_features)
+    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
+    # executed actions (the observation's previous-action part, ACTION_BINS equal-frequency
+    # bins per coordinate from the agent probe's train episodes: controls.action_branching).
+    branching = controls.action_branching(
+        tokens, greedy.observations[..., layout.actions], agent.train_episodes, agent.test_episodes
+    )
+    branchings = branching.labels
     # Every score below is on the agent's held-out steps and its bootstrap resamples.
     test = agent.test_episodes
     held_out = greedy.targets[test]
@@ -550,6 +555,11 @@ def _analyze(
 
     training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
 
+    say("controls on data the agent did not choose (belief-MDP and random actions)")
+    by_data = controls.controls_by_data(
+        module, control, make_env=make_env, plan=plan, seed=context.seed, greedy=greedy, say=say
+    )
+
     values = solver_values()
     write_json(context.results_dir / "solver_values.json", values)
     rows = run.metrics()
@@ -588,8 +598,10 @@ def _analyze(
         "branchings": {
             TOKEN_BRANCHES: f"equal last {BRANCH_K} visible tokens",
             ACTION_BRANCHES: f"equal last {BRANCH_K} visible tokens and executed actions, each "
-            f"action coordinate in {ACTION_BINS} quantile bins",
+            f"action coordinate in {ACTION_BINS} equal-frequency bins (mid-rank among the probe's "
+            "train episodes; ties share a bin)",
         },
+        "action_branching": branching.record,
         "probe": agent.report.to_dict(),
         "controls": {
             "data": "every control is scored on the agent's greedy rollouts: the untrained "
@@ -603,6 +615,7 @@ def _analyze(
         "windows": windows.to_dict(),
         "layers": layers.table(),
         "training": training,
+        controls.KEY: by_data,
         "return_per_step": returns,
         "solver_values": values,
         "fraction_of_belief_mdp": (
@@ -851,6 +864,18 @@ def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
+    """result.json's `controls_by_data` and `action_branches_added` (when the record has them)."""
+    from experiments.mess3_belief_geometry import controls  # imports this module
+
+    out: dict[str, Any] = {}
+    if "action_branching" in record:
+        out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
+    if controls.KEY in record:
+        out[controls.KEY] = controls.headline(record[controls.KEY])
+    return out
+
+
 def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     controls = record["controls"]
@@ -859,6 +884,7 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     windows = record["windows"]
     training = record["training"]["checkpoints"]
     return {
+        **_controls_headline(record),  # controls_by_data, action_branches_added
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
         "return_per_step": record["return_per_step"],

@@ -6,8 +6,9 @@ executed action), newest first, each with a 'present' flag (0 for positions befo
 episode's first step, whose entries are zeros). `history` prepends steps read before the
 recorded ones (a rollout's warm-up), so recorded steps see a full window.
 
-`quantile_bins(values, n_bins)` codes each coordinate of continuous values (actions) by the
-quantiles of its pooled values, so branches can also condition on binned actions
+`quantile_bins(values, n_bins, fit=...)` codes each coordinate of continuous values (actions)
+by its rank among the fit sample's values (equal-frequency bins; ties share a bin), so
+branches can also condition on binned actions
 (`branch_ids(np.concatenate([tokens, bins], -1), k)`).
 """
 
@@ -56,17 +57,28 @@ def window_features(sequence: np.ndarray, k: int, history: np.ndarray | None = N
     return out.reshape(episodes, steps, k * (width + 1))
 
 
-def quantile_bins(values: np.ndarray, n_bins: int) -> np.ndarray:
-    """(E, T, a) int codes 0..n_bins-1 of (E, T, a) values: each coordinate cut at the
-    quantiles 1/n_bins, ..., (n_bins-1)/n_bins of its pooled values (ties go to the upper
-    bin, so a coordinate with few distinct values may use fewer bins)."""
+def quantile_bins(values: np.ndarray, n_bins: int, *, fit: np.ndarray | None = None) -> np.ndarray:
+    """(E, T, a) int codes 0..n_bins-1 of (E, T, a) values, per coordinate by rank in the
+    `fit` sample ((E', T', a); default `values` itself: pass the fit episodes only, so the
+    bins are chosen without the held-out ones).
+
+    A value's code is floor(n_bins * F), F its mid-rank in the fit sample ((#{x < v} +
+    #{x <= v}) / 2n), capped at n_bins - 1. Distinct values fall in equal-frequency bins (the
+    quantile cut); tied values share one bin, and a point mass (actions held at the clip
+    bound) takes the bin of its middle rank instead of swallowing every other value, which
+    cutting at quantile edges does when several edges coincide with it."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
     array = _sequence("values", values)
-    flat = array.reshape(-1, array.shape[2])
-    levels = np.arange(1, n_bins) / n_bins
+    reference = array if fit is None else _sequence("fit", fit)
+    if reference.shape[2] != array.shape[2]:
+        raise ValueError(f"fit has {reference.shape[2]} coordinates, values {array.shape[2]}")
+    pooled = np.sort(reference.reshape(-1, reference.shape[2]), axis=0)
+    n = pooled.shape[0]
     codes = np.empty(array.shape, dtype=np.int64)
     for j in range(array.shape[2]):
-        edges = np.quantile(flat[:, j], levels)
-        codes[..., j] = np.searchsorted(edges, array[..., j], side="right")
+        below = np.searchsorted(pooled[:, j], array[..., j], side="left")
+        at_most = np.searchsorted(pooled[:, j], array[..., j], side="right")
+        rank = (below + at_most) / (2.0 * n)
+        codes[..., j] = np.minimum(np.floor(n_bins * rank).astype(np.int64), n_bins - 1)
     return codes

@@ -1,0 +1,308 @@
+"""Controls the trained agent cannot contaminate (issue 37, item 4), on known answers: bins
+that split a known sample into stated counts, tokens-only windows that never read actions,
+a memoryless policy whose controls equal those on independently driven data, belief-MDP-driven
+rollouts whose targets are the exact filter of what was executed, and the backfill of a
+finished run (a saved module, no training)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from experiments.mess3_belief_geometry import controls, shared
+from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
+
+from rl_harness.analysis import evaluate_probe, load_module, quantile_bins, replay_rollouts
+from rl_harness.seeding import stream_seed
+
+SEED = 5
+PLAN = reward_only.SMOKE
+
+
+def _module(seed: int = 11):
+    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    return shared.untrained_module(reward_only.module_spec(), make_env, seed=seed), make_env
+
+
+def _settings(make_env, seed: int = SEED):
+    env = make_env(1)
+    space, layout = env.single_action_space, env.layout
+    env.close()
+    return shared.rollout_settings(PLAN, seed, make_env, space), layout
+
+
+def _memoryless(module):
+    """A policy that ignores its memory (and everything else): the policy head zeroed, so
+    the greedy action is the middle of the box, 0, at every step."""
+    with torch.no_grad():
+        for parameter in module.pi.parameters():
+            parameter.zero_()
+    return module
+
+
+# ---------------------------------------------------------------------------- bins
+
+
+def test_quantile_bins_split_a_known_sample_into_the_stated_counts():
+    # Nine distinct values: three bins of three.
+    distinct = np.arange(9.0).reshape(1, 9, 1)
+    assert np.bincount(quantile_bins(distinct, 3).ravel()).tolist() == [3, 3, 3]
+    # 70 of 100 at the lower clip bound, 30 spread above it. Cutting at quantile edges put
+    # everything in one bin (both edges on the bound); by mid-rank the bound (rank 0.35) is
+    # bin 1 and the rest bin 2: two bins, 70 and 30.
+    saturated = np.r_[np.zeros(70), np.linspace(0.1, 1.0, 30)].reshape(1, 100, 1)
+    codes = quantile_bins(saturated, 3)
+    assert np.bincount(codes.ravel(), minlength=3).tolist() == [0, 70, 30]
+    edges = np.quantile(saturated.ravel(), [1 / 3, 2 / 3])
+    old = np.searchsorted(edges, saturated.ravel(), side="right")
+    assert np.unique(old).size == 1  # the old cut: split nothing
+    # The same at the upper bound: 30 below (bin 0), 70 at the bound (mid-rank 0.65: bin 1).
+    upper = 1.0 - saturated
+    assert np.bincount(quantile_bins(upper, 3).ravel(), minlength=3).tolist() == [30, 70, 0]
+    # Edges from the fit sample only: values outside its range go to the end bins.
+    fit = np.arange(6.0).reshape(1, 6, 1)
+    probe = np.array([-10.0, 0.0, 2.5, 5.0, 10.0]).reshape(1, 5, 1)
+    assert quantile_bins(probe, 3, fit=fit).ravel().tolist() == [0, 0, 1, 2, 2]
+    # A constant coordinate is one bin.
+    assert np.unique(quantile_bins(np.ones((2, 5, 1)), 3)).tolist() == [1]
+
+
+def test_action_branching_counts_what_the_actions_added():
+    # 2 episodes x 6 steps, tokens cycle 0,1,2; the action alternates between two values.
+    tokens = np.zeros((2, 6, 3))
+    for t in range(6):
+        tokens[:, t, t % 3] = 1.0
+    actions = np.zeros((2, 6, 2))
+    actions[:, 1::2, 0] = 1.0  # coordinate 0 alternates, coordinate 1 constant
+    branching = controls.action_branching(tokens, actions, np.array([0]), np.array([1]), k=2)
+    record = branching.record
+    # Token branches: step 0 (one token seen) and the pairs (0,1), (1,2), (2,0): 4.
+    assert record["n_branches"] == {"tokens_2": 4, "tokens_actions_2": 6}
+    assert record["branches_added_by_actions"] == 2
+    assert record["bins_used_per_coordinate"] == [2, 1]
+    held_out = record["held_out"]
+    assert held_out["n_steps"] == 6 and held_out["min_members"] == 2
+    # In the held-out episode tokens_2 has (1,2) and (2,0) twice each: 4 steps in 2 branches.
+    assert held_out["tokens_2"]["steps_in_branches_with_min_members"] == 4
+    assert held_out["tokens_2"]["branches_with_min_members"] == 2
+
+
+# ---------------------------------------------------------------------------- rollouts
+
+
+@pytest.fixture(scope="module")
+def greedy_and_layout():
+    module, make_env = _module()
+    settings, layout = _settings(make_env)
+    return module, make_env, controls.data_set("agent_greedy", module, settings, PLAN), layout
+
+
+def test_tokens_only_windows_never_read_actions(greedy_and_layout):
+    _, _, greedy, layout = greedy_and_layout
+    agent = evaluate_probe(
+        greedy.representations, greedy.targets, seed=SEED, n_bootstrap=PLAN.n_bootstrap
+    )
+    tokens = greedy.observations[..., layout.tokens]
+    branching = controls.action_branching(
+        tokens,
+        greedy.observations[..., layout.actions],
+        agent.train_episodes,
+        agent.test_episodes,
+    )
+    table = controls.tokens_only_windows(
+        agent, greedy, layout, branching.labels, ks=[1, 2], seed=SEED
+    )
+    # Scramble every action (recorded and warm-up): the tokens-only windows do not move.
+    rng = np.random.default_rng(0)
+    observations = greedy.observations.copy()
+    warmup = greedy.warmup_observations.copy()
+    observations[..., layout.actions] = rng.uniform(size=observations[..., layout.actions].shape)
+    warmup[..., layout.actions] = rng.uniform(size=warmup[..., layout.actions].shape)
+    scrambled = dataclasses.replace(greedy, observations=observations, warmup_observations=warmup)
+    again = controls.tokens_only_windows(
+        agent, scrambled, layout, branching.labels, ks=[1, 2], seed=SEED
+    )
+    assert again.to_dict() == table.to_dict()
+    assert [row.n_inputs for row in table.rows] == [4, 8]  # 3 token columns + flag per lag
+
+
+def test_a_memoryless_policy_gives_controls_equal_to_independent_driving():
+    """The agent's own rollouts contaminate controls only through its actions. A policy that
+    ignores its memory (constant 0) and an independent actor playing the same constant give
+    the same data, hence the same agent probe and the same controls, number for number."""
+    module, make_env = _module()
+    module = _memoryless(module)
+    control, _ = _module(seed=12)
+    settings, layout = _settings(make_env)
+    own = controls.data_set("agent_greedy", module, settings, PLAN)
+    assert np.all(own.actions == 0.0)
+    driven = controls.actor_rollouts(
+        module, lambda obs, info: np.zeros((obs.shape[0], 2), np.float32), settings, PLAN
+    )
+    np.testing.assert_array_equal(driven.observations, own.observations)
+    np.testing.assert_array_equal(driven.targets, own.targets)
+    blocks = [
+        controls.controls_on(
+            rollouts,
+            replay_rollouts(control, rollouts),
+            layout=layout,
+            plan=PLAN,
+            seed=SEED,
+            data=name,
+            say=lambda message: None,
+        )
+        for name, rollouts in (("agent_greedy", own), ("belief_mdp", driven))
+    ]
+    first, second = ({k: v for k, v in b.items() if k != "data"} for b in blocks)
+    assert first == second
+    assert first["action_branching"]["branches_added_by_actions"] == 0  # constant actions
+
+
+def _filter(targets: np.ndarray, tokens: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """The exact decision belief at delay 1 (DESIGN.md), from the first recorded belief:
+    b_{t+1} = normalize(b_t diag(E[:, o])) U_{a_t}, o the token newly visible at t + 1."""
+    base = np.array([[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]])
+    alpha = shared.ALPHA
+    emission = np.full((3, 3), (1 - alpha) / 2) + np.eye(3) * (alpha - (1 - alpha) / 2)
+    shift = (np.arange(3)[None, :] - np.arange(3)[:, None]) % 3
+    out = np.empty_like(targets)
+    out[:, 0] = targets[:, 0]
+    for t in range(targets.shape[1] - 1):
+        a = np.clip(actions[:, t], -shared.W_MAX, shared.W_MAX)
+        theta = np.concatenate([np.zeros((len(a), 1)), a], axis=1)
+        tilted = base[None] * np.exp(theta[:, shift])  # (n, 3, 3)
+        tilted /= tilted.sum(-1, keepdims=True)
+        seen = out[:, t] * emission[:, tokens[:, t + 1]].T
+        seen /= seen.sum(-1, keepdims=True)
+        out[:, t + 1] = np.einsum("ni,nij->nj", seen, tilted)
+    return out
+
+
+def test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs(greedy_and_layout, tmp_path):
+    module, make_env, greedy, layout = greedy_and_layout
+    settings, _ = _settings(make_env)
+    policy = shared.belief_mdp_policy(cache=tmp_path)  # the real solve (belief_vi, delay 1)
+    driven = controls.data_set("belief_mdp", module, settings, PLAN, belief_policy=policy)
+    # The executed actions are the policy's at each step's exact belief ...
+    np.testing.assert_allclose(
+        driven.actions.reshape(-1, 2), policy(driven.targets.reshape(-1, 3)), atol=1e-5
+    )
+    # ... the targets are the filter of the tokens seen and those actions ...
+    tokens = driven.observations[..., layout.tokens].argmax(-1)
+    filtered = _filter(driven.targets, tokens, driven.actions.astype(np.float64))
+    np.testing.assert_allclose(driven.targets, filtered, atol=1e-6)
+    # ... and the observation's action part is the previous executed action, not the agent's.
+    assert not np.allclose(driven.actions, greedy.actions)
+    scaled = (driven.actions[:, :-1] + shared.W_MAX) / (2 * shared.W_MAX)
+    np.testing.assert_allclose(driven.observations[:, 1:, layout.actions], scaled, atol=1e-5)
+    # Random play: uniform in the box, from the named stream (same seed, same actions).
+    random = controls.data_set("random", module, settings, PLAN)
+    again = controls.data_set("random", module, settings, PLAN)
+    np.testing.assert_array_equal(random.actions, again.actions)
+    assert np.all(np.abs(random.actions) <= shared.W_MAX) and random.actions.std() > 2.0
+    np.testing.assert_allclose(
+        random.targets,
+        _filter(
+            random.targets,
+            random.observations[..., layout.tokens].argmax(-1),
+            random.actions.astype(np.float64),
+        ),
+        atol=1e-6,
+    )
+
+
+# ---------------------------------------------------------------------------- backfill
+
+
+@pytest.fixture(scope="module")
+def belief_policy(tmp_path_factory):
+    return shared.belief_mdp_policy(cache=tmp_path_factory.mktemp("solver_cache"))
+
+
+def _finished_run(root, agent, seed: int):
+    """A results folder as a finished smoke run of reward_only leaves it, its agent saved
+    where the run's final checkpoint would be (no training)."""
+    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
+    agent.save_to_path(
+        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+    )
+    (checkpoint / "rllib_checkpoint.json").write_text("{}")
+    results = root / "results" / "run-1"
+    results.mkdir(parents=True)
+    manifest = {
+        "run_id": "run-1",
+        "status": "completed",
+        "seed": seed,
+        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
+        "options": {"smoke": True, "seed": seed},
+        "artifacts": {"local": str(root / "artifacts"), "remote": None},
+    }
+    (results / "run_manifest.json").write_text(json.dumps(manifest))
+    summary = {"run_id": "run-1", "seed": seed, "final_checkpoint": str(checkpoint)}
+    (results / "summary.json").write_text(json.dumps(summary))
+    (results / "probe_metrics.json").write_text(json.dumps({"recipe": "reward_only"}))
+    (results / "result.json").write_text(json.dumps({"probe_r2": 0.5}))
+    return results, checkpoint
+
+
+def test_backfill_adds_what_the_in_run_stage_computes(tmp_path, belief_policy):
+    agent, make_env = _module()
+    results, checkpoint = _finished_run(tmp_path, agent, SEED)
+    top = controls.backfill(results, belief_policy=belief_policy)
+    metrics = json.loads((results / "probe_metrics.json").read_text())
+    result = json.loads((results / "result.json").read_text())
+    assert metrics["recipe"] == "reward_only" and result["probe_r2"] == 0.5  # kept
+    record = metrics[controls.KEY]
+    assert result[controls.KEY] == top == controls.headline(record)
+    assert record["checkpoint"] == str(checkpoint)
+    assert set(top) == set(controls.DATA_SETS)
+    for name in controls.DATA_SETS:
+        block = record[name]
+        assert block["data"] == controls.DATA[name]
+        assert block["n_episodes"] == PLAN.probe_episodes
+        assert block["episode_steps"] == PLAN.probe_steps
+        assert [row["k"] for row in block["tokens_only_windows"]["windows"]] == [1, 2]
+        assert block["tokens_only_windows"]["stream"] == list(controls.TOKENS_ONLY_STREAM)
+        assert set(block["differences"]) == {
+            "agent_minus_untrained_module",
+            "agent_minus_observation",
+            "agent_minus_best_window",
+            "agent_minus_best_tokens_window",
+        }
+        # Every score of a block is on that block's own held-out episodes.
+        n_test = block["agent_probe"]["n_test_episodes"]
+        assert n_test == round(shared.PROBE_TEST_FRACTION * PLAN.probe_episodes)
+    # Different actions, different data: the three returns differ.
+    assert len({top[name]["return_per_step"] for name in controls.DATA_SETS}) == 3
+
+    # The in-run stage (the agent's greedy rollouts handed over) gives the same record.
+    module = load_module(checkpoint)
+    control = shared.untrained_module(
+        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
+    )
+    settings, _ = _settings(make_env)
+    in_run = controls.controls_by_data(
+        module,
+        control,
+        make_env=make_env,
+        plan=PLAN,
+        seed=SEED,
+        greedy=controls.data_set("agent_greedy", module, settings, PLAN),
+        belief_policy=belief_policy,
+        say=lambda message: None,
+    )
+    assert json.loads(json.dumps(in_run)) == {
+        k: v for k, v in record.items() if k not in ("checkpoint", "wall_time_s")
+    }
+    # An existing record is kept unless --overwrite; a foreign run is refused with one line.
+    assert controls.backfill(results, belief_policy=belief_policy) is None
+    other = tmp_path / "other"
+    other.mkdir()
+    manifest = json.loads((results / "run_manifest.json").read_text())
+    (other / "run_manifest.json").write_text(
+        json.dumps(manifest | {"experiment": {"module": "experiments.x.experiment"}})
+    )
+    assert controls.main([str(other)]) == 2
