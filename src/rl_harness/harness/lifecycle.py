@@ -79,7 +79,9 @@ def _interrupt_record(kind: str, signal_name: str) -> dict[str, Any]:
     return {"type": kind, "signal": signal_name, "message": f"received {signal_name}"}
 
 
-def _save_result(context: RunContext, result: Any) -> tuple[str | None, dict[str, str]]:
+def _save_result(
+    context: RunContext, result: Any, headline: tuple[str, ...] = ()
+) -> tuple[str | None, dict[str, str]]:
     """Keep a mapping result as result.json: every key with an exact JSON form; a value with
     none is left out, with a warning naming its key path. Returns the summary line of its
     headline numbers and the keys left out (key path -> why)."""
@@ -89,7 +91,7 @@ def _save_result(context: RunContext, result: Any) -> tuple[str | None, dict[str
     for key, why in dropped.items():
         log.warning(f"[{context.run_id}] {RESULT_NAME}: left out key {key!r}: {why}")
     write_json_atomic(context.paths.result, values)
-    return console.result_summary(values), dropped
+    return console.result_summary(values, headline=headline), dropped
 
 
 def _end_ray(ray_was_up: bool, context: RunContext) -> None:
@@ -165,7 +167,7 @@ def _execute(
     started = time.monotonic()
     try:
         try:
-            summary, dropped = _save_result(context, recipe.run(context))
+            summary, dropped = _save_result(context, recipe.run(context), recipe.headline)
             if dropped:  # the manifest names what result.json could not keep
                 manifest["result_keys_left_out"] = dropped
             status, code = COMPLETED, EXIT_OK
