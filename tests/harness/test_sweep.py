@@ -123,7 +123,9 @@ def test_sweep_of_the_cartpole_smoke_recipe_on_local_ray(git_repo, tmp_path, cap
     repo, _ = git_repo
     bad = write_leaf(repo, BAD, "bad")
     results, artifacts = tmp_path / "results", tmp_path / "artifacts"
-    argv = ["sweep", SMOKE, str(bad), "--seeds", "0", "1", "--smoke"]
+    # Each run starts its own Ray (GCS, raylet, a worker): 2 CPUs each, so on the 2-core test
+    # machine they go one at a time (two Ray starts at once timed out under load there).
+    argv = ["sweep", SMOKE, str(bad), "--seeds", "0", "1", "--smoke", "--cpus-per-run", "2"]
     argv += ["--results-dir", str(results), "--artifacts-dir", str(artifacts)]
     argv += ["--no-upload-artifacts"]
     assert main(argv) == 1
