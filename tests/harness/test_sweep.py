@@ -76,7 +76,10 @@ def test_sweep_runs_the_grid_and_a_rerun_does_only_what_is_missing(git_repo, cap
     assert {seed: len(r) for seed, r in _by_seed(good).items()} == {0: 1, 1: 1}
     assert {seed: len(r) for seed, r in _by_seed(bad).items()} == {0: 2, 1: 2}
 
-    # Other options are other runs: without --smoke both seeds run again.
+    # Watching-only options do not make another run; other options do: without --smoke
+    # seed 0 runs again.
+    assert main(["sweep", str(good), "--seeds", "0", "--smoke", "--verbose"]) == 0
+    assert {seed: len(r) for seed, r in _by_seed(good).items()} == {0: 1, 1: 1}
     assert main(["sweep", str(good), "--seeds", "0", "--no-upload-artifacts"]) == 0
     assert {seed: len(r) for seed, r in _by_seed(good).items()} == {0: 2, 1: 1}
 

@@ -12,9 +12,10 @@ another. The sweep only schedules them:
   (as a run started there by hand would), and writes its records on that node: the
   experiment repo must sit at the same path on every node (a shared or synced folder).
 
-A run whose record says `completed` for the same recipe file, seed and options is not run
-again, so a rerun of the same command does only what is missing (failed, crashed or never
-started). Each child's console goes to artifacts/<run-id>/console.log.
+A run whose record says `completed` for the same recipe file, seed, options and command line
+(its words in any order, but the run id) is not run again, so a rerun of the same command
+does only what is missing (failed, crashed or never started). Each child's console goes to
+artifacts/<run-id>/console.log.
 """
 
 from __future__ import annotations
@@ -154,8 +155,41 @@ def _compared(options: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in options.items() if key not in NOT_COMPARED}
 
 
+# The flags of NOT_COMPARED options and how many values each takes.
+NOT_COMPARED_FLAGS = {
+    "--run-id": 1,
+    "--results-dir": 1,
+    "--artifacts-dir": 1,
+    "--ray-address": 1,
+    "--log-to": 1,
+    "--verbose": 0,
+    "--upload-artifacts": 0,
+    "--no-upload-artifacts": 0,
+}
+
+
+def _compared_words(argv: Sequence[str]) -> list[str]:
+    words, i = [], 0
+    while i < len(argv):
+        flag = argv[i].split("=", 1)[0]
+        if flag in NOT_COMPARED_FLAGS:
+            i += 1 + (NOT_COMPARED_FLAGS[flag] if "=" not in argv[i] else 0)
+            continue
+        words.append(argv[i])
+        i += 1
+    return sorted(words)
+
+
+def _same_command(manifest: Mapping[str, Any], run: SweepRun) -> bool:
+    """The recorded command asked for this run: the same words after `rl-harness` (in any
+    order, watching-only flags aside), so an option recorded outside `options` (a setting
+    override) still has to match."""
+    argv = list((manifest.get("command") or {}).get("argv") or [])[1:]
+    return _compared_words(argv) == _compared_words(run.argv)
+
+
 def completed_run(run: SweepRun) -> str | None:
-    """The id of a completed run of the same recipe file, seed and options, if any."""
+    """The id of a completed run of the same recipe file, seed, options and command line."""
     if not run.results_base.is_dir():
         return None
     wanted = _compared(run.options)
@@ -166,7 +200,7 @@ def completed_run(run: SweepRun) -> str | None:
         experiment = manifest.get("experiment") or {}
         if experiment.get("source_file") != str(run.source_file):
             continue
-        if _compared(manifest.get("options") or {}) == wanted:
+        if _compared(manifest.get("options") or {}) == wanted and _same_command(manifest, run):
             return str(manifest.get("run_id") or folder.name)
     return None
 
