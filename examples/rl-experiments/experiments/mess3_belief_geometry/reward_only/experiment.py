@@ -57,6 +57,7 @@ HEADLINE = (
     "untrained_r2_within_branch",
 )
 
+
 @dataclass(frozen=True)
 class Budget:
     iterations: int  # PPO iterations (one algo.train() each)
