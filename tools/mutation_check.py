@@ -712,6 +712,29 @@ MUTATIONS = [
         ),
         "belief-MDP-driven controls would silently be scored on the agent's own actions",
     ),
+    Mutation(
+        "preflight-after-ray",
+        "harness/runners/direct.py",
+        (
+            (
+                "    preflight(config, context, checkpoint=True)  # bad input fails here, "
+                "before Ray starts\n    ensure_ray(context)\n",
+                "    ensure_ray(context)\n    preflight(config, context, checkpoint=True)\n",
+            ),
+        ),
+        ("tests/harness/test_preflight.py::test_a_model_config_typo_is_one_line_before_ray",),
+        "a model_config typo would fail only after Ray's start (seconds to minutes)",
+    ),
+    Mutation(
+        "sweep-reruns-completed",
+        "harness/sweep.py",
+        (("        done = completed_run(run)\n", "        done = None\n"),),
+        (
+            "tests/harness/test_sweep.py::"
+            "test_sweep_runs_the_grid_and_a_rerun_does_only_what_is_missing",
+        ),
+        "rerunning a sweep would repeat every completed run",
+    ),
 ]
 
 

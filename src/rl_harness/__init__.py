@@ -17,12 +17,16 @@ if TYPE_CHECKING:
     from rl_harness.harness.console import configure_logging
     from rl_harness.harness.context import RunContext, make_context
     from rl_harness.harness.hardware import HardwarePlan, apply_hardware
+    from rl_harness.harness.lifecycle import TrainedRun, train
     from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
 
 # Public name -> (module, attribute in that module).
 _EXPORTS = {
     "RunContext": ("rl_harness.harness.context", "RunContext"),
     "make_context": ("rl_harness.harness.context", "make_context"),
+    # A recipe run from a notebook or script, recorded exactly as `rl-harness TARGET` does.
+    "train": ("rl_harness.harness.lifecycle", "train"),
+    "TrainedRun": ("rl_harness.harness.lifecycle", "TrainedRun"),
     "HardwarePlan": ("rl_harness.harness.hardware", "HardwarePlan"),
     "apply_hardware": ("rl_harness.harness.hardware", "apply_hardware"),
     "run_algorithm": ("rl_harness.harness.runners", "run_algorithm"),
@@ -41,12 +45,14 @@ __all__ = [
     "HardwarePlan",
     "RunContext",
     "RunResult",
+    "TrainedRun",
     "TuneRunResult",
     "apply_hardware",
     "configure_logging",
     "make_context",
     "run_algorithm",
     "run_tune",
+    "train",
     "write_json",
 ]
 

@@ -28,11 +28,6 @@ def run(context):
     }
 """
 
-UNKNOWN_IN_RESULT = """
-def run(context):
-    return {"score": 1.0, "nested": {"values": [1, {2, 3}]}}
-"""
-
 ECHO_RESUME = """
 def run(context):
     return {"resume_from": context.resume_from, "kind": type(context.resume_from).__name__}
@@ -63,19 +58,6 @@ def test_numpy_results_are_exact_numbers_through_the_cli(git_repo, capsys):
     run_leaf(write_leaf(repo, NUMPY_RESULT, "again"), "--no-upload-artifacts")
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].endswith("result: score 0.5 | tenth 0.1 | steps 3")
-
-
-def test_a_value_json_cannot_hold_fails_the_run_naming_its_key(git_repo, capsys):
-    repo, _ = git_repo
-    run = run_leaf(write_leaf(repo, UNKNOWN_IN_RESULT), "--no-upload-artifacts")
-    record = manifest(run)
-    assert record["status"] == "failed"
-    assert record["error"]["type"] == "JSONValueError"
-    assert "key 'nested/values/1'" in record["error"]["message"]
-    assert "builtins.set" in record["error"]["message"]
-    assert not (run / "result.json").exists()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "key 'nested/values/1'" in err[0]
 
 
 def test_write_json_converts_exactly_or_names_the_key(tmp_path):

@@ -102,14 +102,13 @@ def plot_probe_over_training(
     steps, log x axis (symlog: linear below the first non-zero step, so step 0 shows), with
     optional horizontal reference lines {label: R²}. Returns the plotted series
     {"env_steps", "r2_pooled", "within_branch_r2_pooled"} for callers to check."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure pyplot does not track: no backend switch (a notebook keeps inline plots).
+    from matplotlib.figure import Figure
 
     steps = np.asarray([p.env_steps for p in probes], dtype=np.float64)
     series: dict[str, list[float | None]] = {"env_steps": steps.tolist()}
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.add_subplot()
     for index, (key, label) in enumerate(
         (("r2_pooled", "global R²"), ("within_branch_r2_pooled", "within-branch R²"))
     ):
@@ -136,5 +135,4 @@ def plot_probe_over_training(
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return series

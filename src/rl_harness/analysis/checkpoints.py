@@ -12,10 +12,14 @@ building env runners, learners or Ray: the cheap path for analysis.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rl_harness.harness.console import LOGGER_NAME
 from rl_harness.harness.layout import is_checkpoint, resolve_checkpoint
 from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_KEY
 from rl_harness.harness.metrics import read_metrics
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODULE_ID = "default_policy"  # ray.rllib.core.DEFAULT_MODULE_ID
 MODULE_SUBDIR = Path("learner_group") / "learner" / "rl_module"
+RLLIB_DEPRECATION_LOGGER = "ray._common.deprecation"  # RLlib's deprecation_warning() logs here
 
 
 def module_ids(checkpoint: Path) -> list[str]:
@@ -61,9 +66,27 @@ def load_module(checkpoint: Path, module_id: str = DEFAULT_MODULE_ID) -> RLModul
     """
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    module = RLModule.from_checkpoint(module_checkpoint_dir(checkpoint, module_id))
+    path = module_checkpoint_dir(checkpoint, module_id)
+    with _rllib_deprecations_quiet():
+        module = RLModule.from_checkpoint(path)
     module.eval()
     return module
+
+
+@contextmanager
+def _rllib_deprecations_quiet() -> Iterator[None]:
+    """RLlib's own DeprecationWarning lines (RLlib calling RLlib, e.g. `RLModule(config=...)`
+    while restoring) stay off the console unless the library's logger shows debug lines."""
+    deprecations = logging.getLogger(RLLIB_DEPRECATION_LOGGER)
+    if logging.getLogger(LOGGER_NAME).isEnabledFor(logging.DEBUG):
+        yield
+        return
+    level = deprecations.level
+    deprecations.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        deprecations.setLevel(level)
 
 
 def load_algorithm(checkpoint: Path) -> Algorithm:

@@ -1028,7 +1028,7 @@ def plot_action_shifts(
     the agent's belief edit, its random-direction control and the control module's belief
     edit; the dashed diagonal is the optimal response. Returns {"<layer> <counterfactual>:
     <series>": points drawn} for callers to check."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no backend switch, nothing to close
 
     rows = list(report.layers if layers is None else layers)
     unknown = [layer for layer in rows if layer not in report.layers]
@@ -1039,9 +1039,8 @@ def plot_action_shifts(
     if "control" in report.modules:
         series.append(("control", BELIEF, "C1", "control module: belief edit"))
     names = report.counterfactuals
-    fig, axes = plt.subplots(
-        len(rows), len(names), figsize=(5.0 * len(names), 4.4 * len(rows)), squeeze=False
-    )
+    fig = Figure(figsize=(5.0 * len(names), 4.4 * len(rows)))
+    axes = fig.subplots(len(rows), len(names), squeeze=False)
     drawn: dict[str, int] = {}
     for row, layer in zip(axes, rows, strict=True):
         for ax, name in zip(row, names, strict=True):
@@ -1066,5 +1065,4 @@ def plot_action_shifts(
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return drawn

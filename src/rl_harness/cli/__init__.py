@@ -2,7 +2,8 @@
 
 `rl-harness TARGET [options]` runs a recipe (run.py); plain words are tool subcommands, each
 a `main(argv) -> int` here: `new` (scaffold.py), `runs`, `show`, `diff`, `reproduce`
-(runs.py), `compare` (compare.py), `upload`, `download` (storage.py), `vast` (vast.py).
+(runs.py), `sweep` (sweep.py), `compare` (compare.py), `upload`, `download` (storage.py),
+`vast` (vast.py).
 Every command parses with `args.OneLineParser`: bad input is one `PROG: error: ...` line on
 stderr and exit code 2. The commands import what they run inside `main`, so `--help` stays
 fast; nothing in the library imports this package.
@@ -14,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from rl_harness.cli import compare, runs, scaffold, storage, vast
+from rl_harness.cli import compare, runs, scaffold, storage, sweep, vast
 from rl_harness.cli import run as run_command
 
 Main = Callable[[list[str]], int]
@@ -26,6 +27,7 @@ TOOLS: dict[str, tuple[Main, str]] = {
     "show": (runs.show_main, "one run's provenance and metrics"),
     "diff": (runs.diff_main, "what differs between two runs"),
     "reproduce": (runs.reproduce_main, "re-run a run and compare"),
+    "sweep": (sweep.main, "run arms x seeds in parallel, resuming"),
     "compare": (compare.main, "arms x seeds table of runs"),
     "upload": (storage.upload_main, "mirror a run's artifacts to B2"),
     "download": (storage.download_main, "fetch a run's artifacts"),

@@ -15,18 +15,25 @@ def parser() -> OneLineParser:
     )
     parser.add_argument("path", metavar="PATH", help="a new or empty folder")
     parser.add_argument("--name", help="project name (default: the folder name)")
+    parser.add_argument(
+        "--template",
+        default="cartpole",
+        metavar="NAME",
+        help="leaf to add beside the CartPole example: cartpole (none), hmm-probe (PPO on "
+        "MESS3/Z1R/RRXOR next tokens, probe of the belief)",
+    )
     return parser
 
 
 def main(argv: list[str]) -> int:
-    from rl_harness.harness.scaffold import LEAF_MODULE, ScaffoldError, scaffold
+    from rl_harness.harness.scaffold import ScaffoldError, scaffold
 
     try:
         args = parser().parse_args(argv)
-        plan = scaffold(Path(args.path), name=args.name)
+        plan = scaffold(Path(args.path), name=args.name, template=args.template)
     except (UsageError, ScaffoldError) as error:
         return fail(str(error))
     source = plan.library_source or "your package index (plain dependency)"
     print(f"created {plan.root} ({plan.name}); rl-harness from {source}")
-    print(f"next: cd {plan.root} && uv sync && uv run rl-harness {LEAF_MODULE} --smoke")
+    print(f"next: cd {plan.root} && uv sync && uv run rl-harness {plan.leaf_module} --smoke")
     return EXIT_OK

@@ -73,6 +73,33 @@ def to_json_value(obj: Any, path: str = "") -> Any:
     )
 
 
+def json_value_keeping(record: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`record` as plain JSON values, leaving out each top-level or nested mapping key whose
+    value has no exact JSON form (a bad list element leaves out the list's key). Returns the
+    kept record and the keys left out: key path -> why (`to_json_value`'s message)."""
+    dropped: dict[str, str] = {}
+
+    def keep(mapping: Mapping[str, Any], path: str) -> dict[str, Any]:
+        kept: dict[str, Any] = {}
+        for key, value in mapping.items():
+            try:
+                name = _key(key, path)
+            except JSONValueError as error:
+                dropped[f"{path}/{key!r}" if path else repr(key)] = str(error)
+                continue
+            inner = f"{path}/{name}" if path else name
+            if isinstance(value, Mapping):
+                kept[name] = keep(value, inner)
+                continue
+            try:
+                kept[name] = to_json_value(value, inner)
+            except JSONValueError as error:
+                dropped[inner] = str(error)
+        return kept
+
+    return keep(record, ""), dropped
+
+
 _NOT_NUMPY = object()
 
 

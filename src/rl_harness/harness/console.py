@@ -335,19 +335,35 @@ def stdout_is_terminal() -> bool:
         return False
 
 
-def result_summary(result: Mapping[str, Any], limit: int = 12) -> str | None:
-    """The headline scalars of a recipe's result: its top-level numbers, in its order."""
-    numbers = [
-        (str(key), value)
-        for key, value in result.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    ]
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_text(key: str, value: Any) -> str:
+    return f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+
+
+def result_summary(
+    result: Mapping[str, Any], limit: int = 4, headline: Sequence[str] = ()
+) -> str | None:
+    """The closing line's numbers: the recipe's declared `headline` keys ("a/b" reaches into
+    a nested mapping; a mapping shows its numbers), else its first `limit` top-level
+    numbers; the rest stay in result.json."""
+    if headline:
+        shown = []
+        for key in headline:
+            value: Any = result
+            for part in key.split("/"):
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if isinstance(value, Mapping):
+                shown += [_number_text(f"{key}/{k}", v) for k, v in value.items() if _number(v)]
+            else:
+                shown.append(_number_text(key, value) if _number(value) else f"{key} -")
+        return " | ".join(shown) or None
+    numbers = [(str(key), value) for key, value in result.items() if _number(value)]
     if not numbers:
         return None
-    shown = [
-        f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}"
-        for key, value in numbers[:limit]
-    ]
+    shown = [_number_text(key, value) for key, value in numbers[:limit]]
     if len(numbers) > limit:
         shown.append(f"(+{len(numbers) - limit} more in result.json)")
     return " | ".join(shown)

@@ -175,6 +175,11 @@ def _check_base(name: str, base: Path) -> None:
         raise ValueError(f"{name} {base} is not a directory ({existing} is a file)")
 
 
+def _unwritable(name: str, base: Path, error: OSError) -> ValueError:
+    """A folder the run cannot create or write in, as one line (read-only, no permission)."""
+    return ValueError(f"{name} {base} is not writable: {error.strerror or error}")
+
+
 def _claim_run_dir(base: Path, run_id: str | None) -> tuple[str, Path]:
     """Create results/<run-id>/ exclusively, so two concurrent starts never share a run id."""
     base.mkdir(parents=True, exist_ok=True)
@@ -243,13 +248,18 @@ def make_context(
     )
     _check_base("results dir", results_base)
     _check_base("artifacts dir", artifacts_base)
-    run_id, run_results = _claim_run_dir(results_base, options.run_id)
+    try:
+        run_id, run_results = _claim_run_dir(results_base, options.run_id)
+    except FileExistsError:
+        raise
+    except OSError as error:
+        raise _unwritable("results dir", results_base, error) from None
     run_artifacts = artifacts_base / run_id
     try:
         run_artifacts.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    except OSError as error:
         run_results.rmdir()  # still empty: give the claimed run id back
-        raise
+        raise _unwritable("artifacts dir", artifacts_base, error) from None
     return RunContext(
         experiment_module=experiment_module,
         experiment_dir=experiment_dir,

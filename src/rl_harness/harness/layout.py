@@ -46,6 +46,7 @@ TUNE_INITIAL_CHECKPOINT = "initial_checkpoint"  # in a Tune trial folder: step 0
 RAY_LOGS_DIR = "ray_logs"  # Ray's session logs and its driver log lines
 RAY_DRIVER_LOG = "driver.log"  # in RAY_LOGS_DIR: Ray's log records from the driver process
 TENSORBOARD_DIR = "tensorboard"  # --log-to tensorboard: one folder per run or trial
+CONSOLE_LOG_NAME = "console.log"  # a sweep's child run: its console output (sweep.py)
 
 RESULTS_PARENT, ARTIFACTS_PARENT = "results", "artifacts"  # the leaf's default parents
 RLLIB_CHECKPOINT_FILE = "rllib_checkpoint.json"  # marks an RLlib checkpoint folder

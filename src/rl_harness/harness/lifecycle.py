@@ -7,16 +7,18 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from rl_harness.harness import console, interrupts
 from rl_harness.harness.atomic import (
-    JSONValueError,
-    to_json_value,
+    json_value_keeping,
+    read_json,
     write_json_atomic,
     write_text_atomic,
 )
-from rl_harness.harness.budgets import BudgetChoice, resolve_budget
+from rl_harness.harness.budgets import SMOKE_BUDGET, BudgetChoice, resolve_budget
 from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
 from rl_harness.harness.interrupts import (
     COMPLETED,
@@ -27,7 +29,8 @@ from rl_harness.harness.interrupts import (
     RunInterrupted,
 )
 from rl_harness.harness.layout import ERROR_NAME, RESULT_NAME
-from rl_harness.harness.manifest import write_manifest
+from rl_harness.harness.manifest import read_manifest, write_manifest
+from rl_harness.harness.preflight import PreflightError
 from rl_harness.harness.provenance import finish_manifest, start_manifest
 from rl_harness.harness.recipe import Recipe, RecipeError, load_recipe
 from rl_harness.harness.redaction import redact_env, redact_record
@@ -73,17 +76,19 @@ def _interrupt_record(kind: str, signal_name: str) -> dict[str, Any]:
     return {"type": kind, "signal": signal_name, "message": f"received {signal_name}"}
 
 
-def _save_result(context: RunContext, result: Any) -> str | None:
-    """Keep a mapping result as result.json (JSONValueError, naming the key, if it holds a
-    value with no exact JSON form); returns the summary line of its headline numbers."""
+def _save_result(
+    context: RunContext, result: Any, headline: tuple[str, ...] = ()
+) -> tuple[str | None, dict[str, str]]:
+    """Keep a mapping result as result.json: every key with an exact JSON form; a value with
+    none is left out, with a warning naming its key path. Returns the summary line of its
+    headline numbers and the keys left out (key path -> why)."""
     if not isinstance(result, Mapping):
-        return None
-    try:
-        values = to_json_value(redact_record(dict(result)))
-    except JSONValueError as error:
-        raise JSONValueError(f"{RESULT_NAME}: {error}") from None
+        return None, {}
+    values, dropped = json_value_keeping(redact_record(dict(result)))
+    for key, why in dropped.items():
+        log.warning(f"[{context.run_id}] {RESULT_NAME}: left out key {key!r}: {why}")
     write_json_atomic(context.paths.result, values)
-    return console.result_summary(values)
+    return console.result_summary(values, headline=headline), dropped
 
 
 def _end_ray(ray_was_up: bool, context: RunContext) -> None:
@@ -133,13 +138,22 @@ def execute_recipe(
 ) -> int:
     """Run the recipe `target` names once with full provenance; returns the process exit
     code. Bad input (target, options, B2 required but absent) raises before any folder is
-    made: RecipeError, ValueError, FileExistsError (a run id taken).
+    made: RecipeError, ValueError, FileExistsError (a run id taken). Bad input a runner finds
+    before it starts Ray (preflight.py) is recorded as a failed run, then raised as the
+    `PreflightError` (a ValueError: the CLI prints its one line, exit code 2).
 
     `process_exits`: the caller exits right after (the CLI command), so stop signals stay
     ignored instead of getting their old handlers back: a late SIGTERM cannot turn the exit
     code of a recorded run into a plain kill.
     """
     recipe, options = load_for_run(target, options)
+    return _execute(recipe, options, argv, process_exits=process_exits)[0]
+
+
+def _execute(
+    recipe: Recipe, options: RunOptions, argv: list[str], *, process_exits: bool
+) -> tuple[int, RunContext]:
+    """`execute_recipe` once the recipe is loaded: (exit code, the run's context)."""
     budget = recipe_budget(recipe, options)
     b2 = storage_config(options.upload_artifacts)
     context = make_context(
@@ -159,11 +173,17 @@ def execute_recipe(
     previous = interrupts.install()
     status, error, code = FAILED, None, EXIT_FAILED
     summary: str | None = None
+    rejected: PreflightError | None = None
     started = time.monotonic()
     try:
         try:
-            summary = _save_result(context, recipe.run(context))
+            summary, dropped = _save_result(context, recipe.run(context), recipe.headline)
+            if dropped:  # the manifest names what result.json could not keep
+                manifest["result_keys_left_out"] = dropped
             status, code = COMPLETED, EXIT_OK
+        except PreflightError as failure:  # bad input the runner saw before Ray started
+            rejected = failure
+            error = {"type": "PreflightError", "message": redact_env(str(failure))}
         except RunInterrupted as interrupt:
             status, code = INTERRUPTED, interrupt.exit_code
             error = _interrupt_record(type(interrupt).__name__, interrupt.signal_name)
@@ -173,9 +193,6 @@ def execute_recipe(
             error = _interrupt_record("KeyboardInterrupt", sigint.signal_name)
         except SystemExit as exit_:  # a recipe calling sys.exit() did not complete
             error = {"type": "SystemExit", "message": f"sys.exit({exit_.code!r}) in the recipe"}
-        except JSONValueError as failure:  # the result holds a value JSON cannot keep exactly
-            error = {"type": "JSONValueError", "message": redact_env(str(failure))}
-            log.error(f"[{context.run_id}] error: {error['message']}")
         except Exception as failure:  # the recipe's own failure: record it, show it
             error = _error_record(failure, context)
             log.error(redact_env("".join(traceback.format_exception(failure))).rstrip())
@@ -188,8 +205,72 @@ def execute_recipe(
                 write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
         interrupts.restore(previous, ignore=process_exits)
+    if rejected is not None:  # recorded as failed; the caller prints the one line
+        raise rejected
     took = console.duration_text(time.monotonic() - started)
     log.info(f"[{context.run_id}] {status} in {took}: {context.results_dir}")
     if summary is not None:  # the run ends with its headline numbers
         log.info(f"[{context.run_id}] result: {summary}")
-    return code
+    return code, context
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """What `train` ran: the run's id, end status and folders (read them with
+    `rl_harness.analysis.RunArtifacts.open(results_dir)`), and its result mapping."""
+
+    run_id: str
+    status: str  # completed, failed or interrupted (the manifest's)
+    results_dir: Path
+    artifacts_dir: Path
+    result: dict[str, Any] | None  # result.json, None when the recipe returned no mapping
+    error: dict[str, Any] | None = None  # the manifest's error record of a failed run
+
+
+def cli_argv(target: str, options: RunOptions) -> list[str]:
+    """The `rl-harness` command line that asks for the same run (recorded as its argv)."""
+    argv = ["rl-harness", target]
+    defaults = RunOptions()
+    for name in (f.name for f in fields(RunOptions)):
+        value = getattr(options, name)
+        if value == getattr(defaults, name) or value is None:
+            continue
+        if name == "budget" and options.smoke and value == SMOKE_BUDGET:
+            continue  # --smoke already says it
+        flag = "--set" if name == "overrides" else "--" + name.replace("_", "-")
+        if name == "upload_artifacts":
+            argv.append("--upload-artifacts" if value == "always" else "--no-upload-artifacts")
+        elif isinstance(value, bool):
+            argv.append(flag)
+        elif isinstance(value, tuple | list):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def train(target: str, options: RunOptions | None = None, **fields_: Any) -> TrainedRun:
+    """Run a recipe from a notebook or script exactly as `rl-harness TARGET` does: the same
+    checks, manifest, records, Ray handling and closing lines (`configure_logging()` shows
+    them), e.g. `train("experiments.example_study.smoke.experiment", smoke=True, seed=0)`.
+
+    `target`: a dotted module path or an experiment.py path; `options` (default
+    `RunOptions()`) with any field replaced by keyword. Bad input raises before any folder
+    is made (RecipeError, ValueError), as on the command line; a recipe's own failure is
+    recorded, not raised: look at `status` and `error`. `runs`, `show` and `compare` list
+    the run like any other.
+    """
+    options = replace(options or RunOptions(), **fields_)
+    recipe, options = load_for_run(target, options)
+    _, context = _execute(recipe, options, cli_argv(target, options), process_exits=False)
+    manifest = read_manifest(context.results_dir)
+    result = read_json(context.paths.result) if context.paths.result.is_file() else None
+    return TrainedRun(
+        run_id=context.run_id,
+        status=manifest["status"],
+        results_dir=context.results_dir,
+        artifacts_dir=context.artifacts_dir,
+        result=result,
+        error=manifest.get("error"),
+    )

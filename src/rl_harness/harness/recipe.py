@@ -23,6 +23,17 @@ class Recipe:
     experiment_dir: Path
     run: Callable[[Any], Any]
     module: ModuleType | None = None  # where BUDGETS / DEFAULT_BUDGET are read (budgets.py)
+    # The module's HEADLINE: result keys ("a/b" for nested ones) the closing line shows first.
+    headline: tuple[str, ...] = ()
+
+
+def _headline(module: ModuleType) -> tuple[str, ...]:
+    headline = getattr(module, "HEADLINE", ())
+    if isinstance(headline, str) or not all(isinstance(k, str) for k in headline):
+        raise RecipeError(
+            f"{module.__name__}.HEADLINE must be a tuple of result keys, got {headline!r}"
+        )
+    return tuple(headline)
 
 
 def _dotted_name_for_file(path: Path) -> tuple[str, Path]:
@@ -93,4 +104,4 @@ def load_recipe(target: str) -> Recipe:
     if not callable(run):
         raise RecipeError(f"{module.__name__}.run is not callable")
     source = Path(module.__file__ or "").resolve()
-    return Recipe(module.__name__, source, source.parent, run, module)
+    return Recipe(module.__name__, source, source.parent, run, module, _headline(module))

@@ -20,6 +20,17 @@ from rl_harness.harness.provenance import library_root
 
 LEAF_MODULE = "experiments.example_study.smoke.experiment"
 LEAF_PATH = "experiments/example_study/smoke/experiment.py"
+# `--template NAME`: the leaf added beside the CartPole example, (module, path, source file
+# under templates/; kept as text: the harness layer names no environment itself).
+TEMPLATES = {
+    "cartpole": None,
+    "hmm-probe": (
+        "experiments.hmm_probe.belief.experiment",
+        "experiments/hmm_probe/belief/experiment.py",
+        "hmm_probe_experiment.py.template",
+    ),
+}
+TEMPLATE_DIR = Path(__file__).parent / "templates"
 FALLBACK_IDENTITY = ("rl-harness new", "rl-harness-new@localhost")
 
 
@@ -207,9 +218,16 @@ class Scaffold:
     root: Path
     name: str
     library_source: str | None
+    template: str = "cartpole"
+
+    @property
+    def leaf_module(self) -> str:
+        """The leaf to try first: the template's, else the CartPole example."""
+        chosen = TEMPLATES[self.template]
+        return chosen[0] if chosen else LEAF_MODULE
 
     def files(self) -> dict[str, str]:
-        return {
+        files = {
             "pyproject.toml": pyproject_text(self.name, self.library_source),
             ".python-version": PYTHON_VERSION + "\n",  # as `uv init` and the library do
             ".gitignore": GITIGNORE,
@@ -220,6 +238,14 @@ class Scaffold:
             "experiments/example_study/smoke/__init__.py": "",
             LEAF_PATH: EXAMPLE_LEAF,
         }
+        chosen = TEMPLATES[self.template]
+        if chosen is not None:
+            _, path, source = chosen
+            folder = Path(path).parent
+            files[str(folder.parent / "__init__.py")] = ""
+            files[str(folder / "__init__.py")] = ""
+            files[path] = (TEMPLATE_DIR / source).read_text(encoding="utf-8")
+        return files
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -258,14 +284,18 @@ def check_target(path: Path) -> Path:
     return path.resolve()
 
 
-def scaffold(path: Path, *, name: str | None = None) -> Scaffold:
-    """Write the repo at `path` (absent or empty) and make its first commit."""
+def scaffold(path: Path, *, name: str | None = None, template: str = "cartpole") -> Scaffold:
+    """Write the repo at `path` (absent or empty) and make its first commit; `template`
+    (one of TEMPLATES) adds its leaf beside the CartPole example."""
+    if template not in TEMPLATES:
+        raise ScaffoldError(f"unknown template {template!r}; choose one of {', '.join(TEMPLATES)}")
     root = check_target(Path(path).expanduser())
     library = library_checkout()
     plan = Scaffold(
         root=root,
         name=distribution_name(name or root.name),
         library_source=source_path(root, library) if library else None,
+        template=template,
     )
     for relative, text in plan.files().items():
         target = root / relative

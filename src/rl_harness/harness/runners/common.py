@@ -13,7 +13,9 @@ from rl_harness.harness.configrecord import config_record
 from rl_harness.harness.console import Progress, stdout_is_terminal
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.hardware import apply_hardware
+from rl_harness.harness.locations import is_uri
 from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_ENV_STEPS_KEY, ITERATION_KEY
+from rl_harness.harness.preflight import check_buildable, check_checkpoint
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -46,6 +48,16 @@ def prepare_config(
     config = apply_hardware(config, context.hardware) if apply_plan else config.copy(False)
     config.debugging(seed=context.seed)
     return config
+
+
+def preflight(config: AlgorithmConfig, context: RunContext, *, checkpoint: bool) -> None:
+    """Before Ray starts: the env and RLModule build from `config` in the driver, and with
+    `checkpoint`, a local `--resume-from` checkpoint is readable and fits them
+    (preflight.py; PreflightError naming the key or path)."""
+    built = check_buildable(config)
+    resume = context.resume_from
+    if checkpoint and resume is not None and not is_uri(str(resume)):
+        check_checkpoint(resume, config, built)
 
 
 def ensure_ray(context: RunContext) -> None:

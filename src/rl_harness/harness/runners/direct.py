@@ -27,6 +27,7 @@ from rl_harness.harness.mirrors import open_mirrors
 from rl_harness.harness.runners.common import (
     ensure_ray,
     normalize_stop,
+    preflight,
     prepare_config,
     progress,
     should_stop,
@@ -89,6 +90,7 @@ def run_algorithm(
     schedule = as_schedule(checkpoint_every, checkpoint_schedule)
     config = prepare_config(config, context, apply_plan=apply_plan)
     record = write_config(context, config)
+    preflight(config, context, checkpoint=True)  # bad input fails here, before Ray starts
     ensure_ray(context)
     started = time.perf_counter()
     metrics = MetricsLog(context.paths.metrics)

@@ -33,6 +33,7 @@ from rl_harness.harness.mirrors import Mirrors, open_mirrors
 from rl_harness.harness.runners.common import (
     ensure_ray,
     normalize_stop,
+    preflight,
     prepare_config,
     progress,
     should_stop,
@@ -339,6 +340,8 @@ def run_tune(
     config = prepare_config(config, context, apply_plan=apply_plan)
     if schedule.at_start:
         config = _with_initial_checkpoint(config)
+    if not param_space:  # search entries may complete the base config: Tune checks those
+        preflight(config, context, checkpoint=False)
     ensure_ray(context)
     space: dict[str, Any] = dict(param_space or {})
     if seeds is not None:

@@ -49,6 +49,16 @@ from rl_harness import RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
 from rl_harness.learners.models import StatefulTransformerActorCritic, store_kv_steps
 
+# The closing console line, in this order: reward per step (greedy evaluation) and its share
+# of the belief-MDP ceiling, then the within-branch probe R² of the agent and of the
+# untrained control (everything else is in result.json).
+HEADLINE = (
+    "return_per_step/greedy",
+    "fraction_of_belief_mdp/greedy",
+    "probe_r2_within_branch",
+    "untrained_r2_within_branch",
+)
+
 
 @dataclass(frozen=True)
 class Budget:

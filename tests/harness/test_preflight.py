@@ -1,0 +1,188 @@
+"""Bad input a run can see in the driver fails before Ray starts, as one line naming the key
+or path: through the CLI, on the real MESS3 next-token recipe (its config, one thing broken)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rl_harness.cli import main
+from tests.tools.helpers import error_line, manifest, run_dirs, write_leaf
+
+# The real recipe's config with one edit; stop=1 (a run that got past the checks would train).
+BROKEN = """
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from experiments.mess3_next_token.reward_only import experiment as real
+from rl_harness import run_algorithm
+
+def run(context):
+    config = real.build_config(real.SMOKE)
+    spec = real.module_spec()
+    {edit}
+    run_algorithm(config, context, stop=1)
+"""
+MODEL_TYPO = BROKEN.replace(
+    "{edit}",
+    "config.rl_module(rl_module_spec=RLModuleSpec(module_class=spec.module_class, "
+    'model_config={**spec.model_config, "hiden_size": 8}))',
+)
+NEGATIVE_ALPHA = BROKEN.replace(
+    "{edit}",
+    "config.environment(env_config={**config.env_config, "
+    '"model_kwargs": {"x": 0.05, "alpha": -0.5}})',
+)
+# CartPole with a given hidden size, resumed from --resume-from.
+CARTPOLE = """
+from ray.rllib.algorithms.ppo import PPOConfig
+from rl_harness import run_algorithm
+
+def run(context):
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+        .rl_module(model_config={{"fcnet_hiddens": [{hidden}]}})
+    )
+    run_algorithm(config, context, stop=1)
+"""
+
+
+@pytest.fixture
+def no_ray_start(monkeypatch):
+    """Fails the test if the harness starts (or connects to) Ray."""
+    import rl_harness.harness.rayinit as rayinit
+
+    calls = []
+    monkeypatch.setattr(rayinit, "start_ray", lambda address: calls.append(address))
+    yield calls
+    assert calls == [], "Ray was started"
+    assert not sys.modules.get("ray") or not sys.modules["ray"].is_initialized()
+
+
+def _rejected(leaf: Path, capsys, *options: str) -> tuple[str, dict]:
+    before = set(run_dirs(leaf))
+    assert main([str(leaf), "--no-upload-artifacts", *options]) == 2
+    line = error_line(capsys)
+    (run,) = set(run_dirs(leaf)) - before
+    record = manifest(run)
+    assert record["status"] == "failed" and record["error"]["type"] == "PreflightError"
+    # Ray never started: no session logs were kept for this run
+    assert not (leaf.parent / "artifacts" / run.name / "ray_logs").exists()
+    return line, record
+
+
+def test_a_model_config_typo_is_one_line_before_ray(git_repo, capsys, no_ray_start):
+    repo, _ = git_repo
+    line, record = _rejected(write_leaf(repo, MODEL_TYPO), capsys)
+    assert "unknown model_config key 'hiden_size'" in line
+    assert "GRUActorCritic" in line and "hidden_size" in line  # the accepted keys
+    assert "hiden_size" in record["error"]["message"]
+
+
+def test_a_negative_mess3_alpha_is_one_line_before_ray(git_repo, capsys, no_ray_start):
+    repo, _ = git_repo
+    line, _ = _rejected(write_leaf(repo, NEGATIVE_ALPHA), capsys)
+    assert "alpha" in line and "-0.5" in line
+
+
+def _unwritable_dir(tmp_path: Path) -> Path:
+    if os.geteuid() == 0:  # root writes through permission bits; sysfs refuses even root
+        return Path("/sys/rl-harness-test-read-only")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder / "runs"
+
+
+@pytest.mark.parametrize("flag", ["--results-dir", "--artifacts-dir"])
+def test_a_read_only_folder_is_one_line(git_repo, tmp_path, capsys, flag):
+    repo, _ = git_repo
+    leaf = write_leaf(repo, "def run(context):\n    return {}\n")
+    target = _unwritable_dir(tmp_path)
+    assert main([str(leaf), flag, str(target), "--no-upload-artifacts"]) == 2
+    line = error_line(capsys)
+    assert "is not writable" in line and str(target) in line
+    assert run_dirs(leaf) == []  # the claimed run id was given back
+
+
+UNWRITABLE_VALUE = """
+def run(context):
+    return {"score": 1.5, "nested": {"values": [1, {2, 3}], "ok": 2}, "blob": object()}
+"""
+
+
+def test_a_result_value_without_json_form_keeps_the_other_keys(git_repo, capsys):
+    repo, _ = git_repo
+    leaf = write_leaf(repo, UNWRITABLE_VALUE)
+    assert main([str(leaf), "--no-upload-artifacts"]) == 0
+    (run,) = run_dirs(leaf)
+    assert json.loads((run / "result.json").read_text()) == {"score": 1.5, "nested": {"ok": 2}}
+    record = manifest(run)
+    assert record["status"] == "completed"
+    # a bad list element leaves out the list's key; the reason names the element
+    left_out = record["result_keys_left_out"]
+    assert sorted(left_out) == ["blob", "nested/values"]
+    assert "builtins.set at key 'nested/values/1'" in left_out["nested/values"]
+    err = capsys.readouterr().err
+    assert "left out key 'nested/values'" in err and "left out key 'blob'" in err
+
+
+# --- --resume-from: a real checkpoint, made once in a separate process --------------------
+
+MAKE_CHECKPOINT = """
+import sys
+from ray.rllib.algorithms.ppo import PPOConfig
+config = (
+    PPOConfig()
+    .environment("CartPole-v1")
+    .env_runners(num_env_runners=0)
+    .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+    .rl_module(model_config={"fcnet_hiddens": [16]})
+)
+algo = config.build_algo()
+algo.save_to_path(sys.argv[1])
+algo.stop()
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "iter_000001"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    subprocess.run(
+        [sys.executable, "-c", MAKE_CHECKPOINT, str(path)], check=True, env=env, timeout=600
+    )
+    return path
+
+
+@pytest.mark.slow
+def test_a_corrupt_checkpoint_says_corrupt_and_names_the_path(
+    git_repo, tmp_path, capsys, checkpoint, no_ray_start
+):
+    repo, _ = git_repo
+    broken = tmp_path / "broken" / "iter_000001"
+    shutil.copytree(checkpoint, broken)
+    pickled = broken / "learner_group/learner/rl_module/default_policy/class_and_ctor_args.pkl"
+    pickled.write_bytes(pickled.read_bytes()[:40])  # truncated, as an interrupted copy leaves it
+    leaf = write_leaf(repo, CARTPOLE.format(hidden=16))
+    line, _ = _rejected(leaf, capsys, "--resume-from", str(broken))
+    assert f"checkpoint {broken} is corrupt" in line
+    assert "default_policy/class_and_ctor_args.pkl" in line
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_another_setup_names_the_mismatch(
+    git_repo, capsys, checkpoint, no_ray_start
+):
+    repo, _ = git_repo
+    leaf = write_leaf(repo, CARTPOLE.format(hidden=32))
+    line, _ = _rejected(leaf, capsys, "--resume-from", str(checkpoint))
+    assert f"checkpoint {checkpoint} does not fit this config" in line
+    assert "model_config['fcnet_hiddens'] is [16] there, [32] here" in line
