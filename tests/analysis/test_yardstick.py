@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rl_harness.analysis import (
+    equivalent_m,
     evaluate_probe,
     memory_yardstick,
     mlp_probe,
@@ -175,3 +176,12 @@ def test_spread_of_values():
         "values": [0.5, None, 0.7],
     }
     assert spread([None])["mean"] is None
+
+
+def test_equivalent_m_by_hand():
+    values = {1: -1.0, 2: 0.0, 3: 0.8, 4: 0.9, 5: 1.0}
+    assert equivalent_m(0.85, values) == (4, pytest.approx(3.5))
+    assert equivalent_m(0.8, values) == (3, pytest.approx(3.0))
+    assert equivalent_m(-2.0, values) == (1, None)  # worth at most the smallest m
+    assert equivalent_m(1.1, values) == (None, None)  # beyond the largest m
+    assert equivalent_m(None, values) == (None, None)

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     from rl_harness.analysis.yardstick import (
         Baseline,
         MemoryYardstick,
+        equivalent_m,
         memory_yardstick,
         mlp_probe,
         random_feature_probe,
@@ -164,6 +165,7 @@ _EXPORTS = {
     "fit_window_baselines": "rl_harness.analysis.windows",
     "Baseline": "rl_harness.analysis.yardstick",
     "MemoryYardstick": "rl_harness.analysis.yardstick",
+    "equivalent_m": "rl_harness.analysis.yardstick",
     "memory_yardstick": "rl_harness.analysis.yardstick",
     "mlp_probe": "rl_harness.analysis.yardstick",
     "random_feature_probe": "rl_harness.analysis.yardstick",
@@ -221,6 +223,7 @@ __all__ = [
     "conditional_permutation_null",
     "corner_beliefs",
     "encode_representation",
+    "equivalent_m",
     "evaluate_probe",
     "fit_affine",
     "fit_window_baselines",

@@ -136,18 +136,11 @@ class MemoryYardstick:
 
         def pick(get: Any) -> dict[str, float | int | None]:
             agent = get(self.agent)
-            ms = [int(row.details["m"]) for row in self.rows]
-            values = [get(row.scores) for row in self.rows]
-            reach, interpolated = None, None
-            if agent is not None:
-                for index, (m, value) in enumerate(zip(ms, values, strict=True)):
-                    if value is not None and value.value >= agent.value:
-                        reach = m
-                        below = values[index - 1] if index else None
-                        if below is not None and value.value > below.value:
-                            fraction = (agent.value - below.value) / (value.value - below.value)
-                            interpolated = ms[index - 1] + fraction * (m - ms[index - 1])
-                        break
+            values = {
+                int(row.details["m"]): (None if get(row.scores) is None else get(row.scores).value)
+                for row in self.rows
+            }
+            reach, interpolated = equivalent_m(None if agent is None else agent.value, values)
             tie = next(
                 (
                     int(row.details["m"])
@@ -175,6 +168,26 @@ class MemoryYardstick:
             "equivalent_memory": self.equivalent_memory(),
             "ridge": self.ridge,
         }
+
+
+def equivalent_m(
+    agent: float | None, values_by_m: Mapping[int, float | None]
+) -> tuple[int | None, float | None]:
+    """(the smallest m whose R² is >= `agent`, the m interpolated linearly in R² between the
+    m below it and it). (None, None) when no m reaches the agent; the interpolation is None
+    when the smallest m already does (the agent is worth at most that m) or the two are
+    equal. A reading aid: R² is not linear in m."""
+    if agent is None:
+        return None, None
+    ms = sorted(values_by_m)
+    for index, m in enumerate(ms):
+        value = values_by_m[m]
+        if value is not None and value >= agent:
+            below = values_by_m[ms[index - 1]] if index else None
+            if below is None or value <= below:
+                return m, None
+            return m, ms[index - 1] + (agent - below) / (value - below) * (m - ms[index - 1])
+    return None, None
 
 
 def memory_yardstick(
