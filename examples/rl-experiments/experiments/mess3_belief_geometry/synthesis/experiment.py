@@ -128,6 +128,10 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     def number(value: Any) -> str:
         return "-" if value is None else f"{value:.3f}"
 
+    def ordered(values: Mapping[str, Any], prefix: str) -> list[Any]:
+        """The values of {"<prefix><n>": value} in numeric order of n (JSON sorts keys)."""
+        return [values[key] for key in sorted(values, key=lambda k: int(k[len(prefix) :]))]
+
     def worth(value: Mapping[str, Any], n: int) -> str:
         reach, interp = value.get("reaches_agent_at_m"), value.get("interpolated_m")
         if reach is None:
@@ -170,11 +174,13 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             f"| {row['arm']} | {row['seed']} | {number(record['agent']['r2_within_branch'])} | "
             f"{worth(equivalent['stationary'], n)} / {worth(equivalent['policy'], n)} | "
             + " | ".join(
-                ", ".join(number(v) for v in filters[prior].values())
+                ", ".join(number(v) for v in ordered(filters[prior], "m"))
                 for prior in ("stationary", "policy")
             )
             + f" | {record['within_branch_variance_fraction']['held_out']:.4f} | "
-            + " / ".join(number(v) for v in record["random_features_r2_within_branch"].values())
+            + " / ".join(
+                number(v) for v in ordered(record["random_features_r2_within_branch"], "width")
+            )
             + f" | {untrained_text} | {number(record['mlp_r2_within_branch']['agent'])} |"
         )
     return "\n".join(lines) + "\n"

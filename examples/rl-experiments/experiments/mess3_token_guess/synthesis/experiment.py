@@ -315,6 +315,10 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     def number(value: Any) -> str:
         return "-" if value is None else f"{value:.3f}"
 
+    def ordered(values: Mapping[str, Any], prefix: str) -> list[Any]:
+        """The values of {"<prefix><n>": value} in numeric order of n (JSON sorts keys)."""
+        return [values[key] for key in sorted(values, key=lambda k: int(k[len(prefix) :]))]
+
     lines = [
         "Within-branch R² (branches of equal last 2 tokens) of each run's agent beside exact "
         "filters of only the last m tokens (same episodes, split and affine probe; m <= 2 is "
@@ -350,8 +354,10 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
             if not untrained or untrained.get("mean") is None
             else f"{untrained['mean']:.3f} ({untrained['min']:.3f}-{untrained['max']:.3f})"
         )
-        filters = ", ".join(number(v) for v in record["filters_r2_within_branch"].values())
-        widths = " / ".join(number(v) for v in record["random_features_r2_within_branch"].values())
+        filters = ", ".join(number(v) for v in ordered(record["filters_r2_within_branch"], "m"))
+        widths = " / ".join(
+            number(v) for v in ordered(record["random_features_r2_within_branch"], "width")
+        )
         mlp = record["mlp_r2_within_branch"]
         lines.append(
             f"| {row['leaf']} | {row['seed']} | {number(record['agent']['r2_within_branch'])} | "
