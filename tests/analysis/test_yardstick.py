@@ -77,7 +77,7 @@ def test_equivalent_memory_brackets_and_interpolates_the_agent():
         branch_tokens=onehot,
         branch_k=2,
     )
-    table = memory_yardstick(agent, beliefs, targets, branchings=labels, ridge=1e-6)
+    table = memory_yardstick(agent, beliefs, targets, branchings=labels, ridge=1e-6, branch_k=2)
     worth = table.equivalent_memory()["tokens_2"]
     assert worth["reaches_agent_at_m"] == 4
     assert 3.0 < worth["interpolated_m"] <= 4.0
@@ -89,6 +89,19 @@ def test_equivalent_memory_brackets_and_interpolates_the_agent():
     )
     record = table.to_dict()
     assert record["ms"] == [1, 2, 3, 4, 5, 6] and len(record["filters"]) == 6
+    # Within branches of 2 tokens, filters of m <= 2 carry no memory: an agent below every
+    # filter is worth at most m = 2 there, not an interpolation among m = 1, 2.
+    weak = evaluate_probe(
+        np.zeros_like(targets[..., :1]),
+        targets,
+        seed=0,
+        n_bootstrap=20,
+        branch_tokens=onehot,
+        branch_k=2,
+    )
+    weak_table = memory_yardstick(weak, beliefs, targets, branchings=labels, ridge=1e-6, branch_k=2)
+    assert weak_table.equivalent_memory()["tokens_2"]["reaches_agent_at_m"] == 2
+    assert weak_table.equivalent_memory()["tokens_2"]["interpolated_m"] is None
 
 
 def discrete_inputs(episodes: int = 40, steps: int = 50, seed: int = 0):

@@ -126,6 +126,10 @@ class MemoryYardstick:
     agent: HeldOutScores
     rows: list[Baseline]  # one per m, named "m<m>", details {"m": m}
     ridge: float
+    # Branches of the last branch_k tokens: filters with m <= branch_k are constant within a
+    # branch (their within-branch R² is about 0 or below, an offset of branch means, not
+    # memory), so within-branch readings start at m = branch_k, the no-memory anchor.
+    branch_k: int | None = None
 
     def equivalent_memory(self) -> dict[str, dict[str, float | int | None]]:
         """Per score ("global" and each branching): `reaches_agent_at_m` (the smallest m whose
@@ -134,11 +138,12 @@ class MemoryYardstick:
         reaches the agent or the smallest m already does), `agent_not_above_filter_at_m`
         (the smallest m where the agent-minus-filter interval's low end is <= 0)."""
 
-        def pick(get: Any) -> dict[str, float | int | None]:
+        def pick(get: Any, first_m: int = 0) -> dict[str, float | int | None]:
             agent = get(self.agent)
             values = {
                 int(row.details["m"]): (None if get(row.scores) is None else get(row.scores).value)
                 for row in self.rows
+                if int(row.details["m"]) >= first_m
             }
             reach, interpolated = equivalent_m(None if agent is None else agent.value, values)
             tie = next(
@@ -157,7 +162,7 @@ class MemoryYardstick:
 
         out = {"global": pick(lambda s: s.r2_pooled)}
         for name in self.agent.within_branch:
-            out[name] = pick(lambda s, name=name: s.within_branch.get(name))
+            out[name] = pick(lambda s, name=name: s.within_branch.get(name), self.branch_k or 0)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,6 +172,7 @@ class MemoryYardstick:
             "filters": [row.to_dict() for row in self.rows],
             "equivalent_memory": self.equivalent_memory(),
             "ridge": self.ridge,
+            "branch_k": self.branch_k,
         }
 
 
@@ -197,11 +203,13 @@ def memory_yardstick(
     *,
     branchings: Mapping[str, np.ndarray] | None = None,
     ridge: float = 0.0,
+    branch_k: int | None = None,
 ) -> MemoryYardstick:
     """Score each m's truncated-filter beliefs (E, T, S) against `targets` (E, T, k) with
     the agent's protocol: an affine probe fitted on its train episodes, R² on its test
     episodes (global and within each branching (E, T) labels), paired differences on its
-    bootstrap resamples."""
+    bootstrap resamples. `branch_k`: the branchings' token length (within-branch readings of
+    the equivalent memory start at m = branch_k)."""
     if not beliefs_by_m:
         raise ValueError("beliefs_by_m holds no window length")
     common = _scoring(agent, branchings)
@@ -218,7 +226,7 @@ def memory_yardstick(
         for m in sorted(beliefs_by_m)
     ]
     agent_scores = held_out_scores(held_out, agent.test_predictions, **common)
-    return MemoryYardstick(agent_scores, rows, float(ridge))
+    return MemoryYardstick(agent_scores, rows, float(ridge), branch_k)
 
 
 def random_relu_features(

@@ -195,13 +195,25 @@ def measure(
         say(f"filters of the last m steps from the {name} prior")
         beliefs = filter_beliefs_by_m(greedy, layout, low, high, prior, ms)
         tables[name] = memory_yardstick(
-            agent, beliefs, targets, branchings=branchings, ridge=shared.PROBE_RIDGE
+            agent,
+            beliefs,
+            targets,
+            branchings=branchings,
+            ridge=shared.PROBE_RIDGE,
+            branch_k=shared.BRANCH_K,
         )
     agent_within = _within(tables["stationary"].agent)
     equivalent = {}
     for name, table in tables.items():
+        # m = BRANCH_K: the no-memory anchor of the within-branch scale (shorter filters are
+        # constant within a branch too; with actions in the span, nearly so).
         reach, interpolated = equivalent_m(
-            agent_within, {row.details["m"]: _within(row.scores) for row in table.rows}
+            agent_within,
+            {
+                row.details["m"]: _within(row.scores)
+                for row in table.rows
+                if row.details["m"] >= shared.BRANCH_K
+            },
         )
         equivalent[name] = {"reaches_agent_at_m": reach, "interpolated_m": interpolated}
 

@@ -167,7 +167,12 @@ def measure(
     say("filters of the last m tokens")
     beliefs = token_beliefs(rollouts, range(1, M_MAX + 1))
     table = memory_yardstick(
-        reference, beliefs, targets, branchings=branchings, ridge=shared.PROBE_RIDGE
+        reference,
+        beliefs,
+        targets,
+        branchings=branchings,
+        ridge=shared.PROBE_RIDGE,
+        branch_k=shared.BRANCH_K,
     )
     say(f"random ReLU features (widths {RANDOM_WIDTHS})")
     random_rows = random_feature_probe(
@@ -228,8 +233,15 @@ def measure(
     agent_within = (
         recorded_within if agent is None else agent.report.within_branch.r2_pooled.value  # type: ignore[union-attr]
     )
+    # Filters of m <= BRANCH_K tokens are constant within a branch: m = BRANCH_K is the
+    # no-memory anchor of the within-branch scale.
     reach, interpolated = equivalent_m(
-        agent_within, {row.details["m"]: _within(row) for row in table.rows}
+        agent_within,
+        {
+            row.details["m"]: _within(row)
+            for row in table.rows
+            if row.details["m"] >= shared.BRANCH_K
+        },
     )
     record = {
         "schema_version": YARDSTICK_SCHEMA_VERSION,

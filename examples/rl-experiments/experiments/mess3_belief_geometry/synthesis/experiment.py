@@ -145,7 +145,7 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "the agent's own state law (policy), the m the agent is worth (the first m whose filter "
         "reaches it; interpolated in R²), random ReLU features of the agent's input window "
         "(widths), 5 untrained initialisations replayed on the agent's observations (mean, "
-        "min-max) and the windows' MLP on the agent's representation:",
+        "min to max) and the windows' MLP on the agent's representation:",
         "",
         "| arm | seed | agent | worth m: stationary / policy | filter m = 1..6 (stationary) "
         "| filter m = 1..6 (policy) | variance share | random ReLU 64 / 256 / 1024 | "
@@ -168,7 +168,7 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         untrained_text = (
             "-"
             if untrained.get("mean") is None
-            else f"{untrained['mean']:.3f} ({untrained['min']:.3f}-{untrained['max']:.3f})"
+            else f"{untrained['mean']:.3f} ({untrained['min']:.3f} to {untrained['max']:.3f})"
         )
         lines.append(
             f"| {row['arm']} | {row['seed']} | {number(record['agent']['r2_within_branch'])} | "

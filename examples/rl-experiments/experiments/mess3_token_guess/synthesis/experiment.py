@@ -324,7 +324,7 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "filters of only the last m tokens (same episodes, split and affine probe; m <= 2 is "
         "constant within a branch), the m the agent is worth (the first m whose filter "
         "reaches it; interpolated in R²), random ReLU features of the 10-token window (widths), "
-        "5 untrained initialisations of the run's own architecture (mean, min-max) and the "
+        "5 untrained initialisations of the run's own architecture (mean, min to max) and the "
         "windows' MLP on the agent and on the raw window:",
         "",
         "| leaf | seed | agent | worth m (interp.) | filter m = 1..6 | within-branch variance "
@@ -352,7 +352,7 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         untrained_text = (
             "-"
             if not untrained or untrained.get("mean") is None
-            else f"{untrained['mean']:.3f} ({untrained['min']:.3f}-{untrained['max']:.3f})"
+            else f"{untrained['mean']:.3f} ({untrained['min']:.3f} to {untrained['max']:.3f})"
         )
         filters = ", ".join(number(v) for v in ordered(record["filters_r2_within_branch"], "m"))
         widths = " / ".join(
