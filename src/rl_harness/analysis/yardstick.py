@@ -13,8 +13,9 @@ resamples give paired agent-minus-baseline intervals), with the same branchings:
   bracket it (a reading aid: R² is not linear in m).
 - `random_feature_probe`: untrained random ReLU features of an input window (inputs
   standardized on the train steps, weights N(0, 1 / n_inputs), biases N(0, 1), from the named
-  stream `(*stream, "width<w>")`), read by the same affine probe: what a wide untrained
-  nonlinear map of the input gives without any training.
+  stream `(*stream, "width<w>")`), read by an affine probe on the agent's split (give it a
+  small ridge: a wide fit is ill-conditioned near 0): what a wide untrained nonlinear map of
+  the input gives without any training.
 - `mlp_probe`: the window baselines' MLP (`windows.WindowRegressor`) fitted to any
   per-step features, e.g. the agent's representation, so the agent is read by the same
   nonlinear probe the windows get (like for like).
