@@ -84,7 +84,9 @@ COMPETING = {
     "the run's own architecture and config give the spread.",
     "mlp": "The affine probe could understate what the representation holds: the agent read "
     "by the windows' MLP, beside the same MLP on the raw window (the input holds the whole "
-    "10-token window, so the raw-window MLP is bounded by the 10-token filter).",
+    "10-token window, so the raw-window MLP is bounded by the 10-token filter). At its "
+    "defaults (20 epochs of 2,048-step batches: about 120 Adam steps at the CPU budget) the MLP "
+    "may underfit: a raw-window MLP below the width-1024 random features says it does.",
 }
 
 
