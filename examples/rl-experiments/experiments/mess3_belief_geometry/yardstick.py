@@ -86,8 +86,9 @@ STREAM = ("study", "yardstick")
 COMPETING = {
     "filters": "The agent's within-branch R² could reflect only a few steps of exact "
     "filtering: the m-step filters (tokens and executed actions) say how many steps of perfect "
-    "memory the same affine probe needs to reach it. For m <= 2 the filter is nearly constant "
-    "within a branch of equal last 2 tokens (only the actions vary there).",
+    "memory the same affine probe needs to reach it. Branches hold equal tokens only: the "
+    "filter's actions vary within them, so even m = 1 (the newest token and the previous "
+    "action) can score high there.",
     "actions": "The executed actions carry the agent's own memory (its policy chose them from "
     "older tokens): a window of tokens and actions can beat the m-step filter, and the filter "
     "and windows here are fed the agent's own actions (controls on other action sources: "
@@ -205,20 +206,15 @@ def measure(
             targets,
             branchings=branchings,
             ridge=shared.PROBE_RIDGE,
-            branch_k=shared.BRANCH_K,
         )
     agent_within = _within(tables["stationary"].agent)
     equivalent = {}
     for name, table in tables.items():
-        # m = BRANCH_K: the no-memory anchor of the within-branch scale (shorter filters are
-        # constant within a branch too; with actions in the span, nearly so).
+        # Every m counts here: the branches hold equal tokens, but the filter also reads the
+        # executed actions, which vary within a branch (under random actions the m = 1 filter,
+        # the newest token and the previous action, already gets 0.805 within branches).
         reach, interpolated = equivalent_m(
-            agent_within,
-            {
-                row.details["m"]: _within(row.scores)
-                for row in table.rows
-                if row.details["m"] >= shared.BRANCH_K
-            },
+            agent_within, {row.details["m"]: _within(row.scores) for row in table.rows}
         )
         equivalent[name] = {"reaches_agent_at_m": reach, "interpolated_m": interpolated}
 
