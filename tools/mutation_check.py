@@ -168,6 +168,20 @@ MUTATIONS = [
         "beliefs would not be probability vectors",
     ),
     Mutation(
+        "window-beliefs-newest-first",
+        "envs/hmm/beliefs.py",
+        (
+            (
+                "for lag in range(min(m, steps) - 1, -1, -1):",
+                "for lag in range(min(m, steps)):",
+            ),
+        ),
+        (
+            "tests/envs/test_window_beliefs.py::test_window_m_is_the_filter_of_the_last_m_tokens_alone",
+        ),
+        "the memory yardstick's filter would apply the last m steps newest first",
+    ),
+    Mutation(
         "seed-upper-bound",
         "harness/context.py",
         (("if not 0 <= seed <= MAX_SEED:", "if not 0 <= seed <= MAX_SEED + 1:"),),

@@ -70,6 +70,12 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     assert metrics["recipe"] == leaf and metrics["env_steps"] == 512
     assert metrics["task"]["observation_delay"] == 1 and metrics["task"]["beta"] == 4.0
     assert metrics["task"]["decision_belief_in_observation"] is (leaf == "belief_observation")
+    # The memory yardstick (issue 37): yardstick.json, its agent the analysis' agent probe.
+    yardstick = json.loads((run_dir / "yardstick.json").read_text())
+    assert yardstick["agent"]["r2_within_branch"] == pytest.approx(
+        metrics["probe"]["within_branch"]["r2_pooled"]["value"]
+    )
+    assert metrics["yardstick"]["file"] == "yardstick.json"
     for report in (
         metrics["probe"],
         metrics["controls"]["untrained_module_probe"],

@@ -64,6 +64,11 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     }
     points = metrics["checkpoints"]
     assert [(p["iteration"], p["env_steps"]) for p in points] == [(0, 0), (1, 1024)]
+    # The memory yardstick (issue 37): yardstick.json, its agent the final probe's.
+    yardstick = json.loads((run_dir / "yardstick.json").read_text())
+    assert yardstick["agent"]["r2_within_branch"] == pytest.approx(points[-1]["r2_within_branch"])
+    assert metrics["yardstick"]["file"] == "yardstick.json"
+    assert yardstick["untrained"]["r2_within_branch"]["n"] == 5
     # Step 0 is the run's own step-0 checkpoint, as checkpoints.jsonl records it; training
     # then changed the weights.
     saved = [json.loads(line) for line in (run_dir / "checkpoints.jsonl").read_text().splitlines()]
@@ -147,5 +152,6 @@ def test_synthesis_smoke_compares_the_leaves(study_runs):
     assert f"| supervised {original} | 0 | 1 |" in table
     assert f"| ppo_default_init {default} | 1,024 | 1 |" in table
     assert f"| ppo {original} end - ppo_default_init {default} end |" in table
+    assert "## Memory yardstick" in table and "missing" not in table.split("## Memory")[1]
     for name in ("comparison.png", "over_training.png"):
         assert matplotlib.image.imread(run_dir / name).shape[0] > 100

@@ -7,6 +7,8 @@
     evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
     replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
     compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
+    memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
+    random_feature_probe(...) / mlp_probe(...)      random ReLU features; the windows' MLP probe
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
     probe_layers(module, rollouts, ...)             every block's residual, one replay
     probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
@@ -118,6 +120,17 @@ if TYPE_CHECKING:
         compare_with_windows,
         fit_window_baselines,
     )
+    from rl_harness.analysis.yardstick import (
+        Baseline,
+        MemoryYardstick,
+        equivalent_m,
+        memory_yardstick,
+        mlp_probe,
+        random_feature_probe,
+        spread,
+        untrained_like,
+        within_branch_variance_fraction,
+    )
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -165,6 +178,15 @@ _EXPORTS = {
     "WindowTable": "rl_harness.analysis.windows",
     "compare_with_windows": "rl_harness.analysis.windows",
     "fit_window_baselines": "rl_harness.analysis.windows",
+    "Baseline": "rl_harness.analysis.yardstick",
+    "MemoryYardstick": "rl_harness.analysis.yardstick",
+    "equivalent_m": "rl_harness.analysis.yardstick",
+    "memory_yardstick": "rl_harness.analysis.yardstick",
+    "mlp_probe": "rl_harness.analysis.yardstick",
+    "random_feature_probe": "rl_harness.analysis.yardstick",
+    "spread": "rl_harness.analysis.yardstick",
+    "untrained_like": "rl_harness.analysis.yardstick",
+    "within_branch_variance_fraction": "rl_harness.analysis.yardstick",
     "LayerProbes": "rl_harness.analysis.layer_probes",
     "probe_layers": "rl_harness.analysis.layer_probes",
     "ClosedLoopProbe": "rl_harness.analysis.closed_loop",
@@ -197,6 +219,7 @@ _EXPORTS = {
 }
 __all__ = [
     "AffineProbe",
+    "Baseline",
     "BeliefEdit",
     "CheckpointProbe",
     "ClosedLoopProbe",
@@ -207,6 +230,7 @@ __all__ = [
     "Intervention",
     "InterventionReport",
     "LayerProbes",
+    "MemoryYardstick",
     "ModuleStepper",
     "PermutationNull",
     "ProbeEvaluation",
@@ -230,6 +254,7 @@ __all__ = [
     "corner_beliefs",
     "counterfactual_representations",
     "encode_representation",
+    "equivalent_m",
     "evaluate_probe",
     "fit_affine",
     "fit_window_baselines",
@@ -239,8 +264,10 @@ __all__ = [
     "intervene",
     "load_algorithm",
     "load_module",
+    "memory_yardstick",
     "minimum_norm_edit",
     "mixed_state_scatter",
+    "mlp_probe",
     "module_checkpoint_dir",
     "module_ids",
     "orthogonal_directions",
@@ -257,6 +284,7 @@ __all__ = [
     "probe_layers",
     "quantile_bins",
     "random_actions",
+    "random_feature_probe",
     "replay_observations",
     "replay_rollouts",
     "replay_rollouts_named",
@@ -267,8 +295,11 @@ __all__ = [
     "shift_report",
     "shift_scores",
     "simplex_scatter",
+    "spread",
     "swap_one_hot",
+    "untrained_like",
     "window_features",
+    "within_branch_variance_fraction",
 ]
 
 

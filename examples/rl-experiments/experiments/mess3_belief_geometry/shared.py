@@ -634,6 +634,22 @@ def _analyze(
             checkpoint=checkpoint,
             say=say,
         )
+    # The memory yardstick and its baselines (yardstick.py, issue 37): yardstick.json.
+    from experiments.mess3_belief_geometry import yardstick  # here: it imports this module
+
+    say("memory yardstick and baselines (yardstick.json)")
+    record["yardstick"] = yardstick.headline(
+        yardstick.measure(
+            context.results_dir,
+            plan=plan,
+            seed=context.seed,
+            label=label,
+            module=module,
+            decision_belief_in_observation=decision_belief_in_observation,
+            greedy=greedy,
+            say=say,
+        )
+    )
     r2 = agent.report.r2_pooled
     r2_text = f"{r2.value:.3f} [{r2.low:.3f}, {r2.high:.3f}]" if r2 else "undefined"
     plot_belief_simplex(

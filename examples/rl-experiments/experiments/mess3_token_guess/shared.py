@@ -362,6 +362,19 @@ def analyze(
     plot_training(
         context.results_dir / "learning_curve.png", points, rows, exact, training_curve, label
     )
+    # The memory yardstick and its baselines (yardstick.py, issue 37): yardstick.json.
+    from experiments.mess3_token_guess import yardstick  # here: it imports this module
+
+    record["yardstick"] = yardstick.headline(
+        yardstick.measure(
+            context.results_dir,
+            plan=plan,
+            seed=context.seed,
+            label=label,
+            module=module,
+            rollouts=last_rollouts,
+        )
+    )
     record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)
     write_json(context.results_dir / "probe_metrics.json", record)
     return record

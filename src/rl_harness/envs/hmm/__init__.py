@@ -1,7 +1,8 @@
 """Finite hidden Markov models as Gymnasium environments, with exact beliefs.
 
 Model and beliefs: `HMMModel` (immutable, validated), `HMMSample`, `predict`, `update`,
-`next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`.
+`next_token_probabilities`, `filter_beliefs`, `sampled_beliefs`, `window_beliefs` (the filter
+that sees only the last m steps: a memory yardstick).
 
 Processes and geometry: `zero_one_random_model` (Z1R) and `rrxor_model` (named constructors
 beside `rl_harness.envs.mess3.mess3_model`); `ProductHMM` / `product_hmm(*factors)` (a
@@ -69,6 +70,7 @@ from rl_harness.envs.hmm.beliefs import (
     predict,
     sampled_beliefs,
     update,
+    window_beliefs,
 )
 from rl_harness.envs.hmm.config import INFO_KEYS, HMMEnvConfig, load_object
 from rl_harness.envs.hmm.env import HMMEnv
@@ -134,5 +136,6 @@ __all__ = [
     "split_observation",
     "unifilar_entropy_rate",
     "update",
+    "window_beliefs",
     "zero_one_random_model",
 ]

@@ -78,6 +78,43 @@ def filter_beliefs(
     return beliefs[0] if single else beliefs
 
 
+def window_beliefs(step_matrices: np.ndarray, prior: np.ndarray, m: int) -> np.ndarray:
+    """Beliefs of an exact Bayes filter that sees only the last `m` steps of a sequence.
+
+    step_matrices (..., T, S, S): step t's unnormalized update, b -> b M_t / (b M_t 1). For a
+    passive HMM M_t = model.token_matrices[token_t] (condition on the token, advance); for a
+    process whose transition changes per step, any such product, e.g. diag(P(token_t | state))
+    U_t (measure the token, then move through the executed transition U_t); the identity for
+    a step that carries nothing (a reset). `prior` (S,) is the belief the filter starts from
+    at the oldest step it sees (e.g. the stationary law).
+
+    Returns (..., T, S): at step t, normalize(prior M_{t-m+1} ... M_t). Steps before the
+    sequence's start are not there to see, so for t < m - 1 the filter starts at step 0: with
+    m >= T every step gets the exact filter from `prior` (`filter_beliefs` when the prior is
+    the model's initial law). One batched product per lag, m in all.
+    """
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"the window m must be an int >= 1, got {m!r}")
+    matrices = np.asarray(step_matrices, dtype=np.float64)
+    if matrices.ndim < 3 or matrices.shape[-1] != matrices.shape[-2] or matrices.shape[-3] == 0:
+        raise ValueError(f"step_matrices must be (..., T, S, S), got {matrices.shape}")
+    n_states, steps = matrices.shape[-1], matrices.shape[-3]
+    start = np.asarray(prior, dtype=np.float64)
+    if start.shape != (n_states,) or np.any(start < 0) or abs(start.sum() - 1) > 1e-9:
+        raise ValueError(f"prior must be a distribution over {n_states} states")
+    beliefs = np.broadcast_to(start, (*matrices.shape[:-2], n_states)).copy()
+    # Oldest lag first: at lag L every step t >= L applies M_{t-L}; earlier steps skip it.
+    for lag in range(min(m, steps) - 1, -1, -1):
+        moved = np.einsum(
+            "...ti,...tij->...tj", beliefs[..., lag:, :], matrices[..., : steps - lag, :, :]
+        )
+        norm = moved.sum(axis=-1, keepdims=True)
+        if np.any(norm <= 0):
+            raise ValueError(f"a window of {m} steps has probability zero under the prior")
+        beliefs[..., lag:, :] = moved / norm
+    return beliefs
+
+
 def sampled_beliefs(
     model: HMMModel, n_sequences: int, n_steps: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:

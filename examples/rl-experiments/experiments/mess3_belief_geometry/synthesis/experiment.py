@@ -23,21 +23,30 @@ Run (from the experiment repo, after the training leaves):
     uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment --smoke
     uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment
 
-Writes results/<run-id>/study_table.md (solver values and the comparison table),
-comparison.md, comparison.json and comparison.png (one panel per metric, each run a dot).
+Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the
+training leaf, or for a finished run by `python -m experiments.mess3_belief_geometry.yardstick
+RUN`): the agent's within-branch R² beside exact filters of the last m steps (tokens and
+executed actions, from the stationary law and from the agent's own state law), the m it is
+worth, the within-branch variance share, random ReLU features of the agent's input window,
+several untrained initialisations and the windows' MLP on the agent's representation. A run
+without the file is listed as missing.
+
+Writes results/<run-id>/study_table.md (solver values, the comparison table, the memory
+yardstick), yardstick.json, comparison.md, comparison.json and comparison.png (one panel per
+metric, each run a dot).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from experiments.mess3_belief_geometry import shared
-from rl_harness import RunContext
+from rl_harness import RunContext, write_json
 from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
 
 TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
@@ -128,6 +137,84 @@ def solver_table(values: dict) -> str:
     return "\n".join(lines) + f"\n\nSolver values from {values.get('source')}.\n"
 
 
+def yardstick_rows(folders: list[Path]) -> list[dict[str, Any]]:
+    """One row per run: arm, seed, run id and its yardstick.json (None when missing)."""
+    from experiments.mess3_belief_geometry import yardstick
+
+    rows = []
+    for path in folders:
+        seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+        file = path / yardstick.YARDSTICK_FILE
+        record = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+        arm = path.parent.parent.name
+        rows.append({"arm": arm, "seed": int(seed), "run": path.name, "record": record})
+    return rows
+
+
+def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each run's agent within-branch R² beside the m-step filters and untrained baselines."""
+
+    def number(value: Any) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    def ordered(values: Mapping[str, Any], prefix: str) -> list[Any]:
+        """The values of {"<prefix><n>": value} in numeric order of n (JSON sorts keys)."""
+        return [values[key] for key in sorted(values, key=lambda k: int(k[len(prefix) :]))]
+
+    def worth(value: Mapping[str, Any], n: int) -> str:
+        reach, interp = value.get("reaches_agent_at_m"), value.get("interpolated_m")
+        if reach is None:
+            return f"> {n}"
+        return f"{reach}" + ("" if interp is None else f" ({interp:.1f})")
+
+    lines = [
+        "Within-branch R² (equal last 2 visible tokens) of each run's agent beside exact "
+        "filters of only the last m steps (visible tokens and the executed actions in that "
+        "span; same greedy episodes, split and affine probe), from the stationary law and from "
+        "the agent's own state law (policy), the m the agent is worth (the first m whose filter "
+        "reaches it; interpolated in R²), random ReLU features of the agent's input window "
+        "(widths), 5 untrained initialisations replayed on the agent's observations (mean, "
+        "min to max) and the windows' MLP on the agent's representation:",
+        "",
+        "| arm | seed | agent | worth m: stationary / policy | filter m = 1..6 (stationary) "
+        "| filter m = 1..6 (policy) | variance share | random ReLU 64 / 256 / 1024 | "
+        "untrained x5 | MLP: agent |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        record = row["record"]
+        if record is None:
+            lines.append(
+                f"| {row['arm']} | {row['seed']} | missing: `python -m "
+                f"experiments.mess3_belief_geometry.yardstick {row['arm']}/results/{row['run']}`"
+                " | | | | | | | |"
+            )
+            continue
+        filters = record["filters_r2_within_branch"]
+        n = len(filters["stationary"])
+        equivalent = record["equivalent_memory"]
+        untrained = record["untrained"]["r2_within_branch"]
+        untrained_text = (
+            "-"
+            if untrained.get("mean") is None
+            else f"{untrained['mean']:.3f} ({untrained['min']:.3f} to {untrained['max']:.3f})"
+        )
+        lines.append(
+            f"| {row['arm']} | {row['seed']} | {number(record['agent']['r2_within_branch'])} | "
+            f"{worth(equivalent['stationary'], n)} / {worth(equivalent['policy'], n)} | "
+            + " | ".join(
+                ", ".join(number(v) for v in ordered(filters[prior], "m"))
+                for prior in ("stationary", "policy")
+            )
+            + f" | {record['within_branch_variance_fraction']['held_out']:.4f} | "
+            + " / ".join(
+                number(v) for v in ordered(record["random_features_r2_within_branch"], "width")
+            )
+            + f" | {untrained_text} | {number(record['mlp_r2_within_branch']['agent'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def run(context: RunContext) -> dict:
     root = study_root(context)
     budget = context.settings.runs_budget
@@ -146,6 +233,8 @@ def run(context: RunContext) -> dict:
     left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in other_budgets.items())
     values = shared.solver_values()
     files = write_comparison(comparison, context.results_dir)
+    yardsticks = yardstick_rows(folders)
+    write_json(context.results_dir / "yardstick.json", yardsticks)
     table = context.results_dir / "study_table.md"
     table.write_text(
         "# MESS3 occupancy control: arms against the solver ceilings\n\n"
@@ -153,7 +242,9 @@ def run(context: RunContext) -> dict:
         + f"\nBudget: {budget} runs only"
         + (f" (left out: {left})" if left else "")
         + ".\n\n"
-        + comparison_markdown(comparison),
+        + comparison_markdown(comparison)
+        + "\n## Memory yardstick\n\n"
+        + yardstick_markdown(yardsticks),
         encoding="utf-8",
     )
     return {
@@ -165,5 +256,5 @@ def run(context: RunContext) -> dict:
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
         },
-        "files": [path.name for path in [table, *files]],
+        "files": [path.name for path in [table, *files]] + ["yardstick.json"],
     }

@@ -36,9 +36,16 @@ seed's probe episodes) beside each run's own step-0 network; and paired per-seed
 of within-branch R² (end - step 0, end - raw window, supervised - ppo) with their mean and
 95% Student-t interval across seeds.
 
+Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the
+training leaf, or for a finished run by `python -m experiments.mess3_token_guess.yardstick
+RUN`): the agent's within-branch R² beside exact filters of the last m tokens, the m it is
+worth, the within-branch variance share, random ReLU features of the window, several
+untrained initialisations and the windows' MLP on the agent and on the raw window. A run
+without the file is listed as missing.
+
 Writes results/<run-id>/study_table.md (ceilings, the final comparison, the controls and
-paired differences, the table over training), controls.json, over_training.json,
-over_training.png, and comparison.md/.json/.png.
+paired differences, the memory yardstick, the table over training), controls.json,
+yardstick.json, over_training.json, over_training.png, and comparison.md/.json/.png.
 """
 
 from __future__ import annotations
@@ -467,6 +474,87 @@ def over_training_markdown(table: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     return "\n".join(lines) + "\n\nMean over runs (min-max) at each probed checkpoint.\n"
 
 
+def yardstick_rows(arms: Mapping[Arm, Sequence[Path]]) -> list[dict[str, Any]]:
+    """One row per run: arm, leaf, seed, run id and its yardstick.json (None when missing)."""
+    from experiments.mess3_token_guess import yardstick
+
+    rows = []
+    for arm, paths in arms.items():
+        for path in sorted(paths):
+            seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+            file = path / yardstick.YARDSTICK_FILE
+            record = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+            rows.append(
+                {
+                    "arm": arm.name,
+                    "leaf": arm.leaf,
+                    "seed": int(seed),
+                    "run": path.name,
+                    "record": record,
+                }
+            )
+    return rows
+
+
+def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The agent's within-branch R² beside the m-token filters and the untrained baselines."""
+
+    def number(value: Any) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    def ordered(values: Mapping[str, Any], prefix: str) -> list[Any]:
+        """The values of {"<prefix><n>": value} in numeric order of n (JSON sorts keys)."""
+        return [values[key] for key in sorted(values, key=lambda k: int(k[len(prefix) :]))]
+
+    lines = [
+        "Within-branch R² (branches of equal last 2 tokens) of each run's agent beside exact "
+        "filters of only the last m tokens (same episodes, split and affine probe; m <= 2 is "
+        "constant within a branch), the m the agent is worth (the first m whose filter "
+        "reaches it; interpolated in R²), random ReLU features of the 10-token window (widths), "
+        "5 untrained initialisations of the run's own architecture (mean, min to max) and the "
+        "windows' MLP on the agent and on the raw window:",
+        "",
+        "| arm | seed | agent | worth m (interp.) | filter m = 1..6 | within-branch variance "
+        "share | random ReLU 64 / 256 / 1024 | untrained x5 | MLP: agent | MLP: raw window |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        record = row["record"]
+        if record is None:
+            lines.append(
+                f"| {row['arm']} | {row['seed']} | missing: `python -m "
+                f"experiments.mess3_token_guess.yardstick <{row['leaf']}>/results/{row['run']}` "
+                "| | | | | | | |"
+            )
+            continue
+        worth = record["equivalent_memory"]
+        interp = worth.get("interpolated_m")
+        reach = worth.get("reaches_agent_at_m")
+        worth_text = (
+            f"> {len(record['filters_r2_within_branch'])}"
+            if reach is None
+            else f"{reach}" + ("" if interp is None else f" ({interp:.1f})")
+        )
+        untrained = record["untrained"].get("r2_within_branch")
+        untrained_text = (
+            "-"
+            if not untrained or untrained.get("mean") is None
+            else f"{untrained['mean']:.3f} ({untrained['min']:.3f} to {untrained['max']:.3f})"
+        )
+        filters = ", ".join(number(v) for v in ordered(record["filters_r2_within_branch"], "m"))
+        widths = " / ".join(
+            number(v) for v in ordered(record["random_features_r2_within_branch"], "width")
+        )
+        mlp = record["mlp_r2_within_branch"]
+        lines.append(
+            f"| {row['arm']} | {row['seed']} | {number(record['agent']['r2_within_branch'])} | "
+            f"{worth_text} | {filters} | "
+            f"{record['within_branch_variance_fraction']['held_out']:.4f} | {widths} | "
+            f"{untrained_text} | {number(mlp.get('agent'))} | {number(mlp.get('raw_window'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def ceilings_markdown(values: Mapping[str, float]) -> str:
     return (
         "| reference (exact, mixed-state presentation) | value |\n|---|---|\n"
@@ -537,6 +625,8 @@ def run(context: RunContext) -> dict:
         context.results_dir / "controls.json",
         {"raw_window": {str(s): c for s, c in controls.items()}, "paired": paired},
     )
+    yardsticks = yardstick_rows(arms)
+    write_json(context.results_dir / "yardstick.json", yardsticks)
     write_json(context.results_dir / "over_training.json", table)
     plot_over_training(context.results_dir / "over_training.png", table)
     study_table = context.results_dir / "study_table.md"
@@ -550,6 +640,8 @@ def run(context: RunContext) -> dict:
         + comparison_markdown(comparison)
         + "\n## Controls and paired differences\n\n"
         + controls_markdown(controls, paired)
+        + "\n## Memory yardstick\n\n"
+        + yardstick_markdown(yardsticks)
         + "\n## Over training\n\n"
         + over_training_markdown(table),
         encoding="utf-8",
@@ -569,6 +661,12 @@ def run(context: RunContext) -> dict:
         "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
         "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]
-        + ["arms.json", "controls.json", "over_training.json", "over_training.png"],
+        + [
+            "arms.json",
+            "controls.json",
+            "yardstick.json",
+            "over_training.json",
+            "over_training.png",
+        ],
         "earlier_code_runs": sorted(path.name for path in earlier),
     }

@@ -1,0 +1,139 @@
+"""The occupancy-control study's memory yardstick (issue 37 item 3), fast: the m-step filter
+through the executed actions is the env's own decision belief once its window reaches the
+reset (on the analysis' real rollouts: the action decoding, the warm-up history and the
+reset step), the in-run stage and the backfill of a finished run write the same record on
+the same rollouts, and the synthesis table lists each run (or says how to backfill it)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import yardstick as ys
+from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
+from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
+
+from rl_harness.analysis import load_module
+from rl_harness.envs.mess3 import control_chain_model
+
+SEED = 3
+PLAN = reward_only.SMOKE
+
+
+def _agent():
+    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    return shared.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
+
+
+def _layout_and_bounds(make_env):
+    env = make_env(1)
+    space = env.single_action_space
+    layout = env.layout
+    env.close()
+    return layout, float(space.low.flat[0]), float(space.high.flat[0])
+
+
+def test_the_long_filter_is_the_decision_belief_and_short_ones_are_not():
+    module, make_env = _agent()
+    rollouts = ys.greedy_rollouts(module, PLAN, SEED, make_env)
+    layout, low, high = _layout_and_bounds(make_env)
+    prior = control_chain_model(shared.ALPHA).initial
+    steps = PLAN.warmup_steps + PLAN.probe_steps
+    beliefs = ys.filter_beliefs_by_m(rollouts, layout, low, high, prior, [1, 2, steps])
+    np.testing.assert_allclose(beliefs[steps], rollouts.targets, atol=1e-5)  # float32 obs
+    assert np.abs(beliefs[1] - rollouts.targets).max() > 1e-2
+    # m = 1 is the prior measured by the newest visible token, moved by the previous action.
+    assert beliefs[1].shape == rollouts.targets.shape
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished smoke run of reward_only as its folder holds it: the agent saved as the
+    final checkpoint (an untrained module: no training), probe_metrics.json's budget/task."""
+    root = tmp_path_factory.mktemp("run")
+    agent, _ = _agent()
+    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
+    agent.save_to_path(
+        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+    )
+    (checkpoint / "rllib_checkpoint.json").write_text("{}")
+    results = root / "results" / "run-1"
+    results.mkdir(parents=True)
+    manifest = {
+        "run_id": "run-1",
+        "status": "completed",
+        "seed": SEED,
+        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
+        "options": {"smoke": True, "seed": SEED},
+        "artifacts": {"local": str(root / "artifacts"), "remote": None},
+    }
+    (results / "run_manifest.json").write_text(json.dumps(manifest))
+    summary = {"run_id": "run-1", "seed": SEED, "final_checkpoint": str(checkpoint)}
+    (results / "summary.json").write_text(json.dumps(summary))
+    probe_metrics = {
+        "recipe": "reward_only",
+        "budget": PLAN.__dict__,
+        "task": {"decision_belief_in_observation": False},
+    }
+    (results / "probe_metrics.json").write_text(json.dumps(probe_metrics))
+    return results, checkpoint
+
+
+@pytest.mark.slow  # about 2.5 min on 2 busy cores (5 untrained replays, twice)
+def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
+    results, checkpoint = finished_run
+    record = ys.backfill(results, say=lambda message: None)
+    written = json.loads((results / ys.YARDSTICK_FILE).read_text())
+    assert written["recipe"] == "reward_only" and written["seed"] == SEED
+    assert set(written["filters_r2_within_branch"]) == {"stationary", "policy"}
+    assert set(written["filters_r2_within_branch"]["stationary"]) == {
+        f"m{m}" for m in range(1, ys.M_MAX + 1)
+    }
+    assert written["untrained"]["r2_within_branch"]["n"] == ys.UNTRAINED_SEEDS
+    assert len(set(written["untrained"]["seeds"])) == ys.UNTRAINED_SEEDS
+    assert set(written["random_features_r2_within_branch"]) == {
+        f"width{w}" for w in ys.RANDOM_WIDTHS
+    }
+    assert written["priors"]["stationary"] == pytest.approx([0.45, 0.45, 0.10])
+    assert set(written["competing_explanations"]) >= {"filters", "actions", "mlp"}
+    # The agent's score is analyze's agent probe (the same split and resamples).
+    module = load_module(checkpoint)
+    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    greedy = ys.greedy_rollouts(module, PLAN, SEED, make_env)
+    in_run = ys.measure(
+        tmp_path,
+        plan=PLAN,
+        seed=SEED,
+        label="reward_only",
+        module=module,
+        decision_belief_in_observation=False,
+        greedy=greedy,
+        say=lambda message: None,
+    )
+    for key in ("agent", "filters_r2_within_branch", "untrained", "mlp_r2_within_branch"):
+        assert in_run[key] == record[key]
+    assert ys.headline(in_run)["equivalent_memory"] == written["equivalent_memory"]
+    # The synthesis lists the run with its numbers.
+    table = synthesis.yardstick_markdown(
+        [{"arm": "reward_only", "seed": SEED, "run": "run-1", "record": written}]
+    )
+    assert "| reward_only | 3 |" in table and "missing" not in table
+    # Columns in numeric order whatever the file's key order (JSON keys are sorted).
+    widths = " / ".join(
+        f"{written['random_features_r2_within_branch'][f'width{w}']:.3f}" for w in ys.RANDOM_WIDTHS
+    )
+    assert widths in table
+
+
+def test_synthesis_says_how_to_backfill_a_run_without_a_yardstick(tmp_path):
+    folder = tmp_path / "reward_only" / "results" / "run-2"
+    folder.mkdir(parents=True)
+    (folder / "run_manifest.json").write_text(json.dumps({"seed": 1}))
+    rows = synthesis.yardstick_rows([folder])
+    assert rows == [{"arm": "reward_only", "seed": 1, "run": "run-2", "record": None}]
+    assert (
+        "missing: `python -m experiments.mess3_belief_geometry.yardstick "
+        "reward_only/results/run-2`" in synthesis.yardstick_markdown(rows)
+    )
