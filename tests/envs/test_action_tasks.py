@@ -167,7 +167,7 @@ def test_delay_one_ceiling_is_exact_on_the_decision_belief(emission):
 
 
 def test_a_window_as_long_as_the_episode_gives_the_exact_belief():
-    from rl_harness.envs.hmm.action_tasks import window_beliefs
+    from rl_harness.envs.hmm.action_tasks import window_pair_beliefs
 
     config = feedback_config(
         "on_leave", token_window=6, action_window=6, episode_length=50, info=["decision_belief"]
@@ -182,7 +182,7 @@ def test_a_window_as_long_as_the_episode_gives_the_exact_belief():
     acts = obs[:, layout.actions].reshape(8, 6, 3)
     tokens = np.where(window.sum(-1) > 0, window.argmax(-1), -1)
     actions = np.where(acts.sum(-1) > 0, acts.argmax(-1), -1)
-    exact = window_beliefs(env.task, tokens, actions, env.model.initial)
+    exact = window_pair_beliefs(env.task, tokens, actions, env.model.initial)
     np.testing.assert_allclose(exact, info["decision_belief"], atol=1e-12)
-    short = window_beliefs(env.task, tokens[:, :2], actions[:, :2], env.model.initial)
+    short = window_pair_beliefs(env.task, tokens[:, :2], actions[:, :2], env.model.initial)
     assert np.abs(short - info["decision_belief"]).max() > 1e-3

@@ -58,7 +58,7 @@ from rl_harness.envs.hmm.action_tasks import (
     closed_loop_value,
     counterfactual_beliefs,
     expected_rewards,
-    window_beliefs,
+    window_pair_beliefs,
 )
 
 # The process (explicit: libraries default to other values).
@@ -172,7 +172,7 @@ def window_filter_controls(rollouts: Rollouts, plan: Any, seed: int) -> dict[str
     initial = _REFERENCE.model.initial
     out = {}
     for m in WINDOW_FILTERS:
-        beliefs = window_beliefs(TASK_OBJECT, tokens[..., :m], actions[..., :m], initial)
+        beliefs = window_pair_beliefs(TASK_OBJECT, tokens[..., :m], actions[..., :m], initial)
         out[f"m{m}"] = _probe(beliefs, rollouts, plan, seed).report.to_dict()
     return out
 

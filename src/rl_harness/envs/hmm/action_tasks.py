@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rl_harness.envs.hmm.beliefs import window_beliefs
 from rl_harness.envs.hmm.model import HMMModel
 from rl_harness.envs.hmm.simulator import arrival_emission
 from rl_harness.envs.hmm.task import Transition
@@ -308,23 +309,18 @@ def counterfactual_beliefs(
     return moved / moved.sum(axis=-1, keepdims=True)
 
 
-def window_beliefs(
+def window_pair_beliefs(
     task: ActionHMMTask, tokens: np.ndarray, actions: np.ndarray, initial: np.ndarray
 ) -> np.ndarray:
     """(..., n_states): the exact filter that sees only a window of (token, action) pairs,
     started from `initial` (a memory yardstick). `tokens` and `actions` are (..., m) codes,
     newest first, -1 where the window is still empty; position p holds the token emitted by
-    the move under action p."""
+    the move under action p. The window's step matrices fed to `beliefs.window_beliefs`
+    (an empty position is the identity: it carries nothing)."""
     tokens = np.asarray(tokens)
     actions = np.asarray(actions)
     controls = task.control_matrices()
-    belief = np.broadcast_to(
-        np.asarray(initial, dtype=np.float64), (*tokens.shape[:-1], len(initial))
-    )
-    for p in range(tokens.shape[-1] - 1, -1, -1):  # oldest first
-        seen = tokens[..., p] >= 0
-        matrices = controls[np.clip(actions[..., p], 0, None), np.clip(tokens[..., p], 0, None)]
-        moved = np.einsum("...i,...ij->...j", belief, matrices)
-        moved = moved / moved.sum(axis=-1, keepdims=True)
-        belief = np.where(seen[..., None], moved, belief)
-    return belief
+    matrices = controls[np.clip(actions, 0, None), np.clip(tokens, 0, None)]
+    seen = (tokens >= 0)[..., None, None]
+    matrices = np.where(seen, matrices, np.eye(matrices.shape[-1]))[..., ::-1, :, :]
+    return window_beliefs(matrices, initial, tokens.shape[-1])[..., -1, :]
