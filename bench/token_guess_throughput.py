@@ -92,11 +92,11 @@ def child(spec: Spec) -> dict[str, Any]:
     plan = dataclasses.replace(recipe.CPU, iterations=spec.iterations)
     config = recipe.build_config(plan)
     # `config.rl_module_spec` is a fresh merged copy on every read: set it through rl_module.
-    spec = config.rl_module_spec
+    module_spec = config.rl_module_spec
     config.rl_module(
         rl_module_spec=RLModuleSpec(
-            module_class=spec.module_class,
-            model_config=spec.model_config | {"train_forward": train_forward},
+            module_class=module_spec.module_class,
+            model_config=module_spec.model_config | {"train_forward": train_forward},
         )
     )
     assert config.rl_module_spec.model_config["train_forward"] == train_forward
