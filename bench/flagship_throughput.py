@@ -27,6 +27,9 @@ Commands (`.venv/bin/python bench/flagship_throughput.py <command> --help` for o
   runners          sampling in the driver vs 1 or 2 remote env runners (32 envs in all, and
                    32 per runner), kv-steps, bare.
     .venv/bin/python bench/flagship_throughput.py runners
+  compile-learner  eager vs RLlib's torch_compile_learner (torch.compile of the learner's
+                   forward_train, inductor), kv-steps, bare.
+    .venv/bin/python bench/flagship_throughput.py compile-learner
   scale            envs per runner (4 16 32 64), batch size (8K 16K 32K 64K; minibatch an
                    eighth, as in the study), env runners (0 1 2), kv-steps, bare; prints
                    the FULL budget's projected wall time on this machine.
@@ -79,6 +82,7 @@ class Spec:
     torch_threads: int = 0  # 0: torch's default
     ray_init: str = "explicit"  # explicit (like the harness) | rllib (none before build_algo)
     float_precision: str = "highest"  # torch.set_float32_matmul_precision
+    compile_learner: bool = False  # RLlib's config.framework(torch_compile_learner=True)
 
     def label(self) -> str:
         parts = [self.path, self.runner]
@@ -88,6 +92,8 @@ class Spec:
             parts.append(f"ray_init={self.ray_init}")
         if self.float_precision != "highest":
             parts.append(f"matmul={self.float_precision}")
+        if self.compile_learner:
+            parts.append("compile-learner")
         return " ".join(parts)
 
 
@@ -195,6 +201,10 @@ def study_config(spec: Spec):
         from rl_harness.learners.models import store_kv_steps
 
         store_kv_steps(config)  # a no-op where the study already installs it
+    if spec.compile_learner:
+        # RLlib's documented learner option: torch.compile (inductor) of the module's
+        # forward_train on the learner; acting stays eager.
+        config.framework(torch_compile_learner=True)
     return config
 
 
@@ -465,6 +475,14 @@ def runners(args: argparse.Namespace) -> None:
     run_table(specs, args, "env runners: in the driver (0) or remote", reference=specs[0])
 
 
+def compile_learner(args: argparse.Namespace) -> None:
+    """The learner's forward_train compiled by torch.compile (RLlib's torch_compile_learner,
+    inductor) against eager, kv-steps, bare. The warm-up iteration holds the compile time."""
+    path = args.paths[-1]
+    specs = [base_spec(args, path=path), base_spec(args, path=path, compile_learner=True)]
+    run_table(specs, args, "learner forward_train: eager vs torch.compile", reference=specs[0])
+
+
 def float_precision(args: argparse.Namespace) -> None:
     path = args.paths[-1]
     specs = [base_spec(args, path=path)]
@@ -482,7 +500,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "command",
-        choices=("compare", "bare-vs-harness", "scale", "runners", "float-precision"),
+        choices=(
+            "compare",
+            "bare-vs-harness",
+            "scale",
+            "runners",
+            "float-precision",
+            "compile-learner",
+        ),
     )
     parser.add_argument("--iterations", type=int, default=4, help="per run; the first is warm-up")
     parser.add_argument("--rounds", type=int, default=1)
@@ -518,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": scale,
         "runners": runners,
         "float-precision": float_precision,
+        "compile-learner": compile_learner,
     }[args.command](args)
     return 0
 

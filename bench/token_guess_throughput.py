@@ -85,13 +85,21 @@ def child(spec: Spec) -> dict[str, Any]:
     import importlib
 
     import torch
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     train_forward, learner_threads = VARIANTS[spec.variant]
     recipe = importlib.import_module(f"experiments.mess3_token_guess.{spec.leaf}.experiment")
     plan = dataclasses.replace(recipe.CPU, iterations=spec.iterations)
     config = recipe.build_config(plan)
-    model_config = config.rl_module_spec.model_config | {"train_forward": train_forward}
-    config.rl_module_spec.model_config = model_config
+    # `config.rl_module_spec` is a fresh merged copy on every read: set it through rl_module.
+    module_spec = config.rl_module_spec
+    config.rl_module(
+        rl_module_spec=RLModuleSpec(
+            module_class=module_spec.module_class,
+            model_config=module_spec.model_config | {"train_forward": train_forward},
+        )
+    )
+    assert config.rl_module_spec.model_config["train_forward"] == train_forward
     ticks: list[tuple[float, int]] = []
     timers: dict[str, Timed] = {}
     memory = PeakRSS()
@@ -99,6 +107,8 @@ def child(spec: Spec) -> dict[str, Any]:
     def on_iteration(algo: Any, result: dict[str, Any]) -> None:
         ticks.append((time.perf_counter(), int(result["num_env_steps_sampled_lifetime"])))
         if not timers:  # from iteration 2 on (the first is warm-up)
+            module = algo.learner_group._learner.module["default_policy"]
+            assert module.train_forward == train_forward, module.train_forward
             update = algo.learner_group.update
             if learner_threads != 1:
 
@@ -186,7 +196,8 @@ def main() -> None:
                 result = run_child(spec, args.timeout) | {"round": round_index}
                 results.append(result)
                 took = time.perf_counter() - started
-                print(f"  round {round_index} {leaf} {variant}: {took:.0f} s", flush=True)
+                brief = {k: v for k, v in result.items() if k not in ("spec", "round")}
+                print(f"  round {round_index} {leaf} {variant}: {took:.0f} s {brief}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print()
