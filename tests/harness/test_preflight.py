@@ -59,11 +59,16 @@ def no_ray_start(monkeypatch):
     """Fails the test if the harness starts (or connects to) Ray."""
     import rl_harness.harness.rayinit as rayinit
 
+    def ray_up() -> bool:
+        return bool(sys.modules.get("ray")) and sys.modules["ray"].is_initialized()
+
+    # In the whole suite an earlier test's session may already be up: only a new one counts.
+    was_up = ray_up()
     calls = []
     monkeypatch.setattr(rayinit, "start_ray", lambda address: calls.append(address))
     yield calls
     assert calls == [], "Ray was started"
-    assert not sys.modules.get("ray") or not sys.modules["ray"].is_initialized()
+    assert was_up or not ray_up()
 
 
 def _rejected(leaf: Path, capsys, *options: str) -> tuple[str, dict]:

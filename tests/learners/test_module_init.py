@@ -27,6 +27,7 @@ from rl_harness.learners.models import (
 ACT3 = gym.spaces.Discrete(3)
 PAPER_CONFIG = {
     "context_len": 10,
+    "feature_dim": 3,
     "newest_first": True,
     "d_model": 64,
     "num_layers": 4,
