@@ -41,11 +41,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from experiments.mess3_belief_geometry import shared
+from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
+    BUDGETS,  # noqa: F401
+    DEFAULT_BUDGET,  # noqa: F401
+    run_budget,
+)
 from rl_harness import RunContext, write_json
 from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
 
@@ -84,28 +88,6 @@ def metric_keys(folders: list[Path]) -> list[str]:
             keys = list(result.get(group) or {})
             common[group] = keys if index == 0 else [k for k in common[group] if k in keys]
     return METRICS + [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
-
-
-@dataclass(frozen=True)
-class Pool:
-    runs_budget: str  # the budget of the training runs this synthesis pools (never two)
-
-
-# `--budget NAME` pools the training runs of that budget only (`--smoke`: the smoke runs).
-BUDGETS = {"smoke": Pool("smoke"), "cpu": Pool("cpu"), "full": Pool("full")}
-DEFAULT_BUDGET = "cpu"
-
-
-def run_budget(manifest: Mapping[str, Any]) -> str:
-    """A training run's budget: its recorded name (`options.budget`; smoke for --smoke).
-    Runs recorded before budgets had names chose FULL on a GPU hardware plan, else CPU."""
-    options = manifest.get("options") or {}
-    if options.get("smoke"):
-        return "smoke"
-    if options.get("budget"):
-        return str(options["budget"])
-    plan = (manifest.get("hardware") or {}).get("plan") or {}
-    return "full" if (plan.get("num_gpus_per_learner") or 0) > 0 else "cpu"
 
 
 def study_root(context: RunContext) -> Path:

@@ -54,7 +54,6 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -63,6 +62,11 @@ import numpy as np
 from scipy import stats
 
 from experiments.mess3_token_guess import shared
+from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
+    BUDGETS,  # noqa: F401
+    DEFAULT_BUDGET,  # noqa: F401
+    run_budget,
+)
 from rl_harness import RunContext, write_json
 from rl_harness.analysis.comparison import (
     Comparison,
@@ -87,28 +91,6 @@ OVER_TRAINING = ("greedy_accuracy", "r2", "r2_within_branch")
 # Library files a training run without --log-to never executes: runs whose library sources
 # differ only here are the same code for this study.
 OUTSIDE_TRAINING = ("harness/storage/",)
-
-
-@dataclass(frozen=True)
-class Pool:
-    runs_budget: str  # the budget of the training runs this synthesis pools (never two)
-
-
-# `--budget NAME` pools the training runs of that budget only (`--smoke`: the smoke runs).
-BUDGETS = {"smoke": Pool("smoke"), "cpu": Pool("cpu"), "full": Pool("full")}
-DEFAULT_BUDGET = "cpu"
-
-
-def run_budget(manifest: Mapping[str, Any]) -> str:
-    """A training run's budget: its recorded name (`options.budget`; smoke for --smoke).
-    Runs recorded before budgets had names chose FULL on a GPU hardware plan, else CPU."""
-    options = manifest.get("options") or {}
-    if options.get("smoke"):
-        return "smoke"
-    if options.get("budget"):
-        return str(options["budget"])
-    plan = (manifest.get("hardware") or {}).get("plan") or {}
-    return "full" if (plan.get("num_gpus_per_learner") or 0) > 0 else "cpu"
 
 
 def study_root(context: RunContext) -> Path:
