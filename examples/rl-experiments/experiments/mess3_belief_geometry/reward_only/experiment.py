@@ -189,6 +189,8 @@ def build_config(plan: Budget) -> PPOConfig:
             clip_param=0.2,
             vf_loss_coeff=0.5,
             entropy_coeff=0.003,
+            # The original study's PPO had no KL term; RLlib's default adds one (0.2).
+            use_kl_loss=False,
         )
         .rl_module(rl_module_spec=module_spec())
     )

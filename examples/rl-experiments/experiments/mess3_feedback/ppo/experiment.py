@@ -93,6 +93,15 @@ DEFAULT_BUDGET = "cpu"
 # The belief-geometry paper's transformer; each position is (token, previous action),
 # read by name from the env's Dict observation, newest first.
 MODEL_CONFIG = {
+    # The original study's initialisation (issue 37): trunk weights N(0, 0.02), trunk biases
+    # 0, input projection without a bias, policy and value heads at PyTorch's scale.
+    "init": "normal",
+    "init_std": 0.02,
+    "pi_output_scale": 1.0,
+    "vf_output_scale": 1.0,
+    # The learner computes each distinct window prefix of a minibatch once: the same
+    # function as the per-window forward (issue 38), several times cheaper.
+    "train_forward": "prefix_shared",
     "context_len": shared.WINDOW,
     "window_keys": ["tokens", "actions"],
     "newest_first": True,
@@ -128,6 +137,8 @@ def build_config(plan: Budget) -> PPOConfig:
             clip_param=0.2,
             vf_loss_coeff=0.5,
             entropy_coeff=0.0,
+            # The original study's PPO had no KL term; RLlib's default adds one (0.2).
+            use_kl_loss=False,
         )
         .rl_module(
             rl_module_spec=RLModuleSpec(
