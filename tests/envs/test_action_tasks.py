@@ -8,9 +8,11 @@ import pytest
 from rl_harness.envs.hmm import HMMEnv, HMMVectorEnv
 from rl_harness.envs.hmm.action_tasks import (
     GuessFeedbackTask,
+    LogWeightTask,
     OneStepLookaheadPolicy,
     closed_loop_value,
     expected_rewards,
+    one_step_threshold,
 )
 from rl_harness.envs.mess3 import control_chain_model, mess3_model
 from tests.envs.helpers import ALL_INFO
@@ -46,6 +48,21 @@ SYMMETRY = {
     "token_window": 1,
     "action_window": 1,
 }
+
+
+# The original action-symmetry study's variant 2 (its own task file): noop; positive = +1.5
+# on entering state 2 from states 0 and 1 but -1.5 from state 2; negative = -1.5 from every
+# row. Variant 1 (SYMMETRY above) has +1.5 from every row.
+VARIANT_2 = [
+    [[0, 0, 0], [0, 0, 0], [0, 0, 0]],
+    [[0, 0, 1.5], [0, 0, 1.5], [0, 0, -1.5]],
+    [[0, 0, -1.5], [0, 0, -1.5], [0, 0, -1.5]],
+]
+SYMMETRY_V2 = SYMMETRY | {"task_kwargs": SYMMETRY["task_kwargs"] | {"log_weights": VARIANT_2}}
+
+
+def symmetry_task(log_weights) -> LogWeightTask:
+    return LogWeightTask(control_chain_model(0.85), "on_enter", log_weights, [0, 0, 1], "entered")
 
 
 @pytest.mark.parametrize(("emission", "known"), [("on_leave", 0.6996), ("on_enter", 0.7105)])
@@ -132,6 +149,60 @@ def test_action_symmetry_facts():
     values = expected_rewards(task, beliefs)
     np.testing.assert_allclose(values[:, 1], 0.1 * np.e**1.5 / (0.9 + 0.1 * np.e**1.5))
     assert model.n_states == 3
+
+
+def test_action_symmetry_threshold_known_answer():
+    # The design notes' "the positive action beats noop until P(s = 2) > 0.7541": variant 2,
+    # each action scored by its exact chance of entering state 2 on the coming move.
+    task = symmetry_task(VARIANT_2)
+    threshold = one_step_threshold(task, action=1, baseline=0, state=2)
+    assert round(threshold, 4) == 0.7541
+    up, stay = 0.1 * np.e**1.5, 0.1 * np.e**-1.5  # tilted weights of entering state 2
+    by_hand = (up / (0.9 + up) - 0.1) / (up / (0.9 + up) - stay / (0.9 + stay))
+    assert threshold == pytest.approx(by_hand, abs=1e-12)
+    # The reading is the one-step oracle's: any belief, however split between states 0 and 1.
+    rng = np.random.default_rng(0)
+    p = np.concatenate([rng.uniform(0, 1, 400), threshold + np.array([-1e-9, 1e-9])])
+    split = rng.uniform(0, 1, p.size)
+    beliefs = np.stack([(1 - p) * split, (1 - p) * (1 - split), p], axis=1)
+    values = expected_rewards(task, beliefs)
+    np.testing.assert_array_equal(values[:, 1] > values[:, 0], p < threshold)
+    # Variant 1 enters state 2 more often than noop from every state: no threshold.
+    with pytest.raises(ValueError, match="does not win below a threshold"):
+        one_step_threshold(
+            symmetry_task(SYMMETRY["task_kwargs"]["log_weights"]), action=1, baseline=0, state=2
+        )
+    # Variant 3 (+1.5 from state 0, -1.5 from states 1 and 2): not a threshold in P(s = 2).
+    variant_3 = [[[0, 0, 0]] * 3, [[0, 0, 1.5], [0, 0, -1.5], [0, 0, -1.5]], [[0, 0, -1.5]] * 3]
+    with pytest.raises(ValueError, match="unequal"):
+        one_step_threshold(symmetry_task(variant_3), action=1, baseline=0, state=2)
+
+
+@pytest.mark.parametrize(("delay", "noop_region_reached"), [(1, False), (0, True)])
+def test_action_symmetry_noop_region_needs_the_current_token(delay, noop_region_reached):
+    # The original's variant-2 finding: at delay 1 every decision belief has been pushed
+    # through a controlled move, so P(s = 2) <= 0.3324 < 0.7541 and the one-step oracle never
+    # takes noop; at delay 0 the current token can lift the belief past the threshold.
+    config = SYMMETRY_V2 | {"observation_delay": delay, "info": ["decision_belief"]}
+    env = HMMVectorEnv(16, config)
+    _, info = env.reset(seed=0)
+    bound = env.task.transitions[:, :, 2].max()
+    assert round(bound, 4) == 0.3324
+    oracle = OneStepLookaheadPolicy(env.task)
+    threshold = one_step_threshold(env.task, action=1, baseline=0, state=2)
+    rng = np.random.default_rng(1)
+    mass, chosen = [], []
+    for _ in range(300):
+        _, _, _, _, info = env.step(rng.integers(0, 3, 16))
+        mass.append(info["decision_belief"][:, 2])
+        chosen.append(oracle(info["decision_belief"]))
+    mass, chosen = np.concatenate(mass), np.concatenate(chosen)
+    np.testing.assert_array_equal(chosen == 0, mass > threshold)  # noop exactly above it
+    if noop_region_reached:
+        assert (chosen == 0).mean() > 0.01
+    else:
+        assert mass.max() <= bound + 1e-12 and abs(mass.max() - 0.3324) < 1e-3
+        assert not (chosen == 0).any()
 
 
 def test_bad_task_arguments_fail_clearly():

@@ -29,7 +29,9 @@ Ceilings: `expected_rewards(task, beliefs)` is the exact expected reward of ever
 given a belief over the state the coming move leaves (the env's `info["decision_belief"]`
 at decision time, any delay); its row maximum is the Bayes-optimal one-step value, so its
 mean along an agent's own rollouts is that agent's Bayes-optimal guess accuracy.
-`OneStepLookaheadPolicy` takes the argmax; `closed_loop_value` runs a belief policy in
+`OneStepLookaheadPolicy` takes the argmax; `one_step_threshold` is the belief mass on a
+state where one action stops beating another one step ahead (the action-symmetry
+study's 0.7541); `closed_loop_value` runs a belief policy in
 the real vector env and averages the exact expected reward of its actions.
 `counterfactual_beliefs` is the delay-0 filter step under any action (the exact target of
 an input counterfactual that swaps the previous action).
@@ -192,12 +194,17 @@ class GuessFeedbackTask(ActionHMMTask):
 class LogWeightTask(ActionHMMTask):
     """Action a adds `log_weights[a]` to the log-weights of the moves (per entered state, or
     per source row and entered state; `log_weight_transitions`); reward `state_rewards` of
-    the `rewarded_state`. Our reading of the original action-symmetry study on the control
-    chain: log_weights [[0, 0, 0], [0, 0, 1.5], [0, 0, -1.5]] (noop, +1.5 and -1.5 on
-    entering state 2 from every row), state_rewards [0, 0, 1]. It reproduces P(s = 2) <=
-    0.3324 after a controlled move; the design notes' other fact (the positive action beats
-    noop until P(s = 2) > 0.7541) is not reproduced by any one-step comparison we tried, so
-    the original's exact action definition or objective may differ."""
+    the `rewarded_state`.
+
+    The original action-symmetry study (control chain, effect 1.5, reward 1 in state 2) had
+    three variants of its positive action; noop and the negative action (-1.5 on entering
+    state 2 from every row) are common to all. Variant 1: +1.5 from every row,
+    log_weights [[0, 0, 0], [0, 0, 1.5], [0, 0, -1.5]]. Variant 2, the one its facts
+    "after a controlled move P(s = 2) <= 0.3324" and "the positive action beats noop until
+    P(s = 2) > 0.7541" describe: +1.5 from states 0 and 1 but -1.5 from state 2, per source
+    row [[[0, 0, 0]] * 3, [[0, 0, 1.5], [0, 0, 1.5], [0, 0, -1.5]], [[0, 0, -1.5]] * 3]
+    (`one_step_threshold` gives 0.7541; under variant 1 the positive action enters state 2
+    more often than noop from every state, so it has no threshold)."""
 
     def __init__(
         self,
@@ -226,6 +233,54 @@ def expected_rewards(task: ActionHMMTask, beliefs: np.ndarray) -> np.ndarray:
         value = b @ task.state_rewards
         return np.repeat(value[..., None], task.transitions.shape[0], axis=-1)
     return b @ (task.transitions @ task.state_rewards).T
+
+
+def one_step_threshold(task: ActionHMMTask, *, action: int, baseline: int, state: int) -> float:
+    """The mass P(s = `state`) of the decision belief at which `action` stops beating
+    `baseline` one step ahead: `action` is better exactly below it.
+
+    The reading, stated exactly: b is a belief over the state s_t that the coming move
+    leaves (`info["decision_belief"]`, either delay); each action is scored by the exact
+    chance that its move enters `state`, (b @ U_a)[state] = P(s_t+1 = state | b, a). That
+    is one step ahead, gamma 0, before any token of the move, and the same number
+    `expected_rewards` gives with state_rewards 1[s == state] and rewarded_state "entered"
+    (the original action-symmetry study rewarded the state a move leaves, so this is the
+    reward of its next step: its "next-state occupancy objective"). The comparison depends
+    on b only through p = b[state] when the gain g_i = U_action[i, state] -
+    U_baseline[i, state] is the same from every other state i (g_out; g_in from `state`
+    itself): the gain is (1 - p) g_out + p g_in, zero at p = g_out / (g_out - g_in).
+
+    On the original's variant 2 (`LogWeightTask` docstring) on the control chain, positive
+    against noop: g_out = 0.3324 - 0.1, g_in = 0.0242 - 0.1, threshold 0.7541. It needs
+    only the transitions (not the emission, timing or delay). Raises ValueError when the
+    gain differs between the other states (no threshold in p alone) or unless g_out > 0 >
+    g_in (one sign: one action always wins, no threshold; g_out < 0 < g_in: `baseline`
+    wins below the point, so swap the two).
+    """
+    n_actions, n_states, _ = task.transitions.shape
+    for name, value, size in (
+        ("action", action, n_actions),
+        ("baseline", baseline, n_actions),
+        ("state", state, n_states),
+    ):
+        if not 0 <= value < size:
+            raise ValueError(f"{name} must be in [0, {size}), got {value!r}")
+    gain = task.transitions[action, :, state] - task.transitions[baseline, :, state]
+    others = np.delete(gain, state)
+    if np.ptp(others) > 1e-12:
+        raise ValueError(
+            f"action {action} gains {others.round(6).tolist()} over action {baseline} from the "
+            f"states other than {state}: unequal, so the comparison is not a threshold in "
+            f"P(s = {state}) alone"
+        )
+    g_out, g_in = float(others[0]), float(gain[state])
+    if not g_out > 0.0 > g_in:
+        raise ValueError(
+            f"action {action} gains {g_out:.6g} over action {baseline} from the other states "
+            f"and {g_in:.6g} from state {state}: it does not win below a threshold (no sign "
+            f"change, or the baseline wins below it: swap them)"
+        )
+    return g_out / (g_out - g_in)
 
 
 @dataclass(frozen=True)
