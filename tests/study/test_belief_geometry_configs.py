@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 
 import pytest
 from experiments.mess3_belief_geometry import analysis, spec, task
@@ -22,6 +21,7 @@ from rl_harness.learners.models import (
 )
 from rl_harness.learners.models.kv_cache import KVStepsToEpisodes
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
+from tests.study.spec_check import changed_keys
 
 STUDY = "experiments.mess3_belief_geometry"
 TRAINING_LEAVES = {
@@ -187,11 +187,6 @@ STATED = {
 }
 
 
-def _comparable(value) -> str:
-    """A value's repr without object addresses (functools.partial compares by identity)."""
-    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
-
-
 @pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
 @pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
 def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, plan_name):
@@ -201,22 +196,18 @@ def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, plan_name):
     assert budgets(module)[plan_name] is plan
     base = spec.ppo_config(
         plan, env_config=task.env_config(info=[]), module_spec=spec.module_spec()
-    ).to_dict()
-    own = module.build_config(plan).to_dict()
-    changed = {
-        key
-        for key in base.keys() | own.keys()
-        if _comparable(base.get(key)) != _comparable(own.get(key))
-    }
+    )
+    own = module.build_config(plan)
+    changed = changed_keys(base, own)
     assert changed == STATED[leaf]
     # What the stated keys hold.
     if leaf == "belief_observation":
-        assert own["env_config"] == base["env_config"] | {"include_decision_belief": True}
+        assert own.env_config == base.env_config | {"include_decision_belief": True}
     if leaf == "next_token_aux":
-        assert own["env_config"] == base["env_config"] | {"info": ["token"]}
-        model_config = own["_rl_module_spec"].model_config
+        assert own.env_config == base.env_config | {"info": ["token"]}
+        model_config = own.rl_module_spec.model_config
         assert model_config == spec.MODEL_CONFIG | {"next_token_aux/num_classes": 3}
-        assert own["learner_config_dict"] == {"next_token_aux/weight": module.AUX_WEIGHT}
+        assert own.learner_config_dict == {"next_token_aux/weight": module.AUX_WEIGHT}
     assert synthesis.TRAINING_LEAVES == ("reward_only", "next_token_aux", "belief_observation")
 
 
