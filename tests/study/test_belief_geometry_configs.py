@@ -1,15 +1,14 @@
 """Fast checks of the occupancy-control study (experiments.mess3_belief_geometry): every
-training leaf builds a valid config for each budget, and the learning-curve plot draws the
-solver values it is given."""
+training leaf builds a valid config for each budget, each is the study's spec but for what it
+states, and the learning-curve plot draws the solver values it is given."""
 
 from __future__ import annotations
 
 import importlib
 import json
-from dataclasses import asdict
 
 import pytest
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import analysis, spec, task
 from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
@@ -22,6 +21,7 @@ from rl_harness.learners.models import (
 )
 from rl_harness.learners.models.kv_cache import KVStepsToEpisodes
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
+from tests.study.spec_check import changed_keys
 
 STUDY = "experiments.mess3_belief_geometry"
 TRAINING_LEAVES = {
@@ -134,15 +134,15 @@ def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):
     rows = [
         {
             "num_env_steps_sampled_lifetime": 1000 * i,
-            shared.RETURN_KEY: 100.0 + i,
-            shared.LENGTH_KEY: 1000.0,
+            analysis.RETURN_KEY: 100.0 + i,
+            analysis.LENGTH_KEY: 1000.0,
         }
         for i in range(1, 4)
     ]
-    drawn = shared.plot_return_per_step(
+    drawn = analysis.plot_return_per_step(
         tmp_path / "learning_curve.png",
         rows,
-        shared.references_from(stored),
+        task.references_from(stored),
         title="test",
         evaluations={"final greedy": 0.2},
     )
@@ -155,48 +155,66 @@ def test_learning_curve_reference_lines_are_the_solver_values(tmp_path):
     }
     assert (tmp_path / "learning_curve.png").stat().st_size > 10_000
     # Missing solver values draw no line (never a made-up one).
-    assert shared.references_from({"oracle": 0.3, "belief_mdp": None}) == {
+    assert task.references_from({"oracle": 0.3, "belief_mdp": None}) == {
         "oracle (state known)": 0.3
     }
 
 
 def test_return_per_step_curve_divides_return_by_length():
     rows = [
-        {"num_env_steps_sampled_lifetime": 10, shared.RETURN_KEY: 50.0, shared.LENGTH_KEY: 500.0},
+        {
+            "num_env_steps_sampled_lifetime": 10,
+            analysis.RETURN_KEY: 50.0,
+            analysis.LENGTH_KEY: 500.0,
+        },
         {"num_env_steps_sampled_lifetime": 20},  # no episode finished: skipped
     ]
-    steps, values = shared.return_per_step_curve(rows)
+    steps, values = analysis.return_per_step_curve(rows)
     assert steps.tolist() == [10.0] and values.tolist() == [0.1]
 
 
-def _science(config) -> dict:
-    """What every arm must share: the task, PPO, the budget's training part, the model."""
-    env = {
-        k: v for k, v in config.env_config.items() if k not in ("info", "include_decision_belief")
-    }
-    model = {k: v for k, v in config.rl_module_spec.model_config.items() if "aux" not in k}
-    keys = ("num_envs_per_env_runner", "train_batch_size_per_learner", "minibatch_size")
-    keys += ("num_epochs", "lr", "gamma", "lambda_", "clip_param", "vf_loss_coeff")
-    keys += ("entropy_coeff",)
-    return {k: getattr(config, k) for k in keys} | {"env": env, "model": model}
+# What each leaf states beyond the spec (spec.py): the config.to_dict() keys it changes.
+STATED = {
+    "reward_only": set(),
+    "belief_observation": {"env_config"},
+    "next_token_aux": {
+        "env_config",
+        "_rl_module_spec",
+        "_learner_class",
+        "learner_config_dict",
+        "_learner_connector",
+    },
+}
 
 
 @pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
-def test_arms_differ_only_in_what_they_test(plan_name):
-    # Each leaf writes its own config chain and budget; this keeps the copies in step.
-    modules = [recipe(leaf) for leaf in sorted(TRAINING_LEAVES)]
-    sciences = [_science(m.build_config(budgets(m)[plan_name])) for m in modules]
-    assert all(science == sciences[0] for science in sciences)
-    assert all(
-        asdict(budgets(m)[plan_name]) == asdict(budgets(modules[0])[plan_name]) for m in modules
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, plan_name):
+    module = recipe(leaf)
+    assert module.BUDGETS is spec.BUDGETS and module.DEFAULT_BUDGET == spec.DEFAULT_BUDGET
+    plan = budgets(spec)[plan_name]
+    assert budgets(module)[plan_name] is plan
+    base = spec.ppo_config(
+        plan, env_config=task.env_config(info=[]), module_spec=spec.module_spec()
     )
+    own = module.build_config(plan)
+    changed = changed_keys(base, own)
+    assert changed == STATED[leaf]
+    # What the stated keys hold.
+    if leaf == "belief_observation":
+        assert own.env_config == base.env_config | {"include_decision_belief": True}
+    if leaf == "next_token_aux":
+        assert own.env_config == base.env_config | {"info": ["token"]}
+        model_config = own.rl_module_spec.model_config
+        assert model_config == spec.MODEL_CONFIG | {"next_token_aux/num_classes": 3}
+        assert own.learner_config_dict == {"next_token_aux/weight": module.AUX_WEIGHT}
     assert synthesis.TRAINING_LEAVES == ("reward_only", "next_token_aux", "belief_observation")
 
 
 @pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
 def test_checkpoints_at_step_0_and_each_doubling_of_env_steps(plan_name):
     plan = budgets(recipe("reward_only"))[plan_name]
-    schedule = shared.checkpoint_schedule(plan)
+    schedule = analysis.checkpoint_schedule(plan)
     assert schedule.at_start and schedule.every == 0
     due = [
         i

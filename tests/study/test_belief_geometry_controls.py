@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from experiments.mess3_belief_geometry import controls, shared
+from experiments.mess3_belief_geometry import controls, probing, task
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
 from rl_harness.analysis import evaluate_probe, load_module, quantile_bins, replay_rollouts
@@ -23,15 +23,15 @@ PLAN = reward_only.SMOKE
 
 
 def _module(seed: int = 11):
-    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
-    return shared.untrained_module(reward_only.module_spec(), make_env, seed=seed), make_env
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    return probing.untrained_module(reward_only.module_spec(), make_env, seed=seed), make_env
 
 
 def _settings(make_env, seed: int = SEED):
     env = make_env(1)
     space, layout = env.single_action_space, env.layout
     env.close()
-    return shared.rollout_settings(PLAN, seed, make_env, space), layout
+    return probing.rollout_settings(PLAN, seed, make_env, space), layout
 
 
 def _memoryless(module):
@@ -165,13 +165,13 @@ def _filter(targets: np.ndarray, tokens: np.ndarray, actions: np.ndarray) -> np.
     """The exact decision belief at delay 1 (DESIGN.md), from the first recorded belief:
     b_{t+1} = normalize(b_t diag(E[:, o])) U_{a_t}, o the token newly visible at t + 1."""
     base = np.array([[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]])
-    alpha = shared.ALPHA
+    alpha = task.ALPHA
     emission = np.full((3, 3), (1 - alpha) / 2) + np.eye(3) * (alpha - (1 - alpha) / 2)
     shift = (np.arange(3)[None, :] - np.arange(3)[:, None]) % 3
     out = np.empty_like(targets)
     out[:, 0] = targets[:, 0]
     for t in range(targets.shape[1] - 1):
-        a = np.clip(actions[:, t], -shared.W_MAX, shared.W_MAX)
+        a = np.clip(actions[:, t], -task.W_MAX, task.W_MAX)
         theta = np.concatenate([np.zeros((len(a), 1)), a], axis=1)
         tilted = base[None] * np.exp(theta[:, shift])  # (n, 3, 3)
         tilted /= tilted.sum(-1, keepdims=True)
@@ -184,7 +184,7 @@ def _filter(targets: np.ndarray, tokens: np.ndarray, actions: np.ndarray) -> np.
 def test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs(greedy_and_layout, tmp_path):
     module, make_env, greedy, layout = greedy_and_layout
     settings, _ = _settings(make_env)
-    policy = shared.belief_mdp_policy(cache=tmp_path)  # the real solve (belief_vi, delay 1)
+    policy = task.belief_mdp_policy(cache=tmp_path)  # the real solve (belief_vi, delay 1)
     driven = controls.data_set("belief_mdp", module, settings, PLAN, belief_policy=policy)
     # The executed actions are the policy's at each step's exact belief ...
     np.testing.assert_allclose(
@@ -196,13 +196,13 @@ def test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs(greedy_and_layout,
     np.testing.assert_allclose(driven.targets, filtered, atol=1e-6)
     # ... and the observation's action part is the previous executed action, not the agent's.
     assert not np.allclose(driven.actions, greedy.actions)
-    scaled = (driven.actions[:, :-1] + shared.W_MAX) / (2 * shared.W_MAX)
+    scaled = (driven.actions[:, :-1] + task.W_MAX) / (2 * task.W_MAX)
     np.testing.assert_allclose(driven.observations[:, 1:, layout.actions], scaled, atol=1e-5)
     # Random play: uniform in the box, from the named stream (same seed, same actions).
     random = controls.data_set("random", module, settings, PLAN)
     again = controls.data_set("random", module, settings, PLAN)
     np.testing.assert_array_equal(random.actions, again.actions)
-    assert np.all(np.abs(random.actions) <= shared.W_MAX) and random.actions.std() > 2.0
+    assert np.all(np.abs(random.actions) <= task.W_MAX) and random.actions.std() > 2.0
     np.testing.assert_allclose(
         random.targets,
         _filter(
@@ -219,7 +219,7 @@ def test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs(greedy_and_layout,
 
 @pytest.fixture(scope="module")
 def belief_policy(tmp_path_factory):
-    return shared.belief_mdp_policy(cache=tmp_path_factory.mktemp("solver_cache"))
+    return task.belief_mdp_policy(cache=tmp_path_factory.mktemp("solver_cache"))
 
 
 def _finished_run(root, agent, seed: int):
@@ -274,13 +274,13 @@ def test_backfill_adds_what_the_in_run_stage_computes(tmp_path, belief_policy):
         }
         # Every score of a block is on that block's own held-out episodes.
         n_test = block["agent_probe"]["n_test_episodes"]
-        assert n_test == round(shared.PROBE_TEST_FRACTION * PLAN.probe_episodes)
+        assert n_test == round(probing.PROBE_TEST_FRACTION * PLAN.probe_episodes)
     # Different actions, different data: the three returns differ.
     assert len({top[name]["return_per_step"] for name in controls.DATA_SETS}) == 3
 
     # The in-run stage (the agent's greedy rollouts handed over) gives the same record.
     module = load_module(checkpoint)
-    control = shared.untrained_module(
+    control = probing.untrained_module(
         reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
     )
     settings, _ = _settings(make_env)

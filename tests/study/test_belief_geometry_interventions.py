@@ -11,8 +11,7 @@ import json
 import matplotlib.image
 import numpy as np
 import pytest
-from experiments.mess3_belief_geometry import interventions as backfill_cli
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import interventions, probing
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
 from rl_harness.analysis import collect_rollouts, load_module
@@ -36,7 +35,7 @@ def test_intervention_sizes_fit_the_probe_rollouts(leaf):
         assert 4 <= plan.intervention_episodes <= plan.probe_episodes
         assert 1 <= plan.intervention_steps <= plan.probe_steps
         # At least 2 held-out episodes to edit (the probe's test fraction).
-        assert round(shared.PROBE_TEST_FRACTION * plan.intervention_episodes) >= 2
+        assert round(probing.PROBE_TEST_FRACTION * plan.intervention_episodes) >= 2
     smoke, cpu, full = module.SMOKE, module.CPU, module.FULL
     assert smoke.intervention_episodes * smoke.intervention_steps <= 256  # tiny
     # The backfill sizes a non-smoke run by CPU: FULL must not differ where it reads.
@@ -47,8 +46,8 @@ def test_intervention_sizes_fit_the_probe_rollouts(leaf):
 
 
 def _agent():
-    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
-    return shared.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    return probing.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
 
 
 def _space(make_env):
@@ -92,8 +91,8 @@ def _pre_clip_fraction(edits):
 
 def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     results, checkpoint = finished_run
-    headline = backfill_cli.backfill(results, optimal_policy=stand_in_policy)
-    written = json.loads((results / shared.INTERVENTIONS_FILE).read_text())
+    headline = interventions.backfill(results, optimal_policy=stand_in_policy)
+    written = json.loads((results / interventions.INTERVENTIONS_FILE).read_text())
     assert written["recipe"] == "reward_only" and written["seed"] == SEED
     assert written["checkpoint"] == str(checkpoint)
     plan = reward_only.SMOKE
@@ -104,7 +103,7 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
         "n_bootstrap": plan.n_bootstrap,
     }
     report = written["report"]
-    assert report["layers"] == list(shared.INTERVENTION_LAYERS)
+    assert report["layers"] == list(interventions.INTERVENTION_LAYERS)
     assert report["counterfactuals"] == ["corners", "other_steps"]
     assert set(report["modules"]) == {"agent", "control"}
     assert report["n_test_episodes"] == 2 and report["episode_steps"] == plan.intervention_steps
@@ -116,60 +115,60 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     assert set(edits["pre_clip"]) == {"belief", "random_orthogonal"}
     assert set(edits["clipped_fraction"]) == {"unedited", "belief", "random_orthogonal"}
     assert all(0.0 <= value <= 1.0 for value in edits["clipped_fraction"].values())
-    headline_corners = shared.intervention_headline(written)["final_norm"]["corners"]
+    headline_corners = interventions.intervention_headline(written)["final_norm"]["corners"]
     assert headline_corners["agent_clipped_fraction"] == edits["clipped_fraction"]["belief"]
     assert headline_corners["agent_pre_clip"] == _pre_clip_fraction(edits)
-    assert headline == shared.intervention_headline(written)
+    assert headline == interventions.intervention_headline(written)
     assert headline["final_norm"]["corners"]["agent"] == edits["belief"]["fraction"]["value"]
-    image = matplotlib.image.imread(results / shared.INTERVENTIONS_FIGURE)
+    image = matplotlib.image.imread(results / interventions.INTERVENTIONS_FIGURE)
     assert image.shape[0] > 200  # a row per layer
     assert sum(written["figure_points"].values()) > 0
 
     # The in-run stage on the run's own analysis rollouts (probe_steps long), cut to the
     # intervention sizes, gives the same report: same seeds, warm-up, batching, control.
     module = load_module(checkpoint)
-    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
     analysis_rollouts = collect_rollouts(
         module,
         n_episodes=plan.probe_episodes,
         episode_steps=plan.probe_steps,
         policy="greedy",
-        **shared.rollout_settings(plan, SEED, make_env, _space(make_env)),
+        **probing.rollout_settings(plan, SEED, make_env, _space(make_env)),
     )
-    control = shared.untrained_module(
+    control = probing.untrained_module(
         reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
     )
-    in_run = shared.run_interventions(
+    in_run = interventions.run_interventions(
         tmp_path,
         label="reward_only",
         module=module,
         control=control,
-        rollouts=shared.intervention_rollouts(analysis_rollouts, plan),
+        rollouts=interventions.intervention_rollouts(analysis_rollouts, plan),
         plan=plan,
         seed=SEED,
         checkpoint=checkpoint,
         say=lambda message: None,
         optimal_policy=stand_in_policy,
     )
-    again = json.loads((tmp_path / shared.INTERVENTIONS_FILE).read_text())
+    again = json.loads((tmp_path / interventions.INTERVENTIONS_FILE).read_text())
     assert again["report"] == written["report"]
     assert in_run == headline
 
     # An existing record is kept; a run that is not a reward_only/next_token_aux one, or not
     # completed, is refused with one line.
-    assert backfill_cli.backfill(results, optimal_policy=stand_in_policy) is None
+    assert interventions.backfill(results, optimal_policy=stand_in_policy) is None
     manifest = json.loads((results / "run_manifest.json").read_text())
     other = tmp_path / "other"
     other.mkdir()
     (other / "run_manifest.json").write_text(
         json.dumps(manifest | {"experiment": {"module": "experiments.x.experiment"}})
     )
-    assert backfill_cli.main([str(other)]) == 2
+    assert interventions.main([str(other)]) == 2
     running = tmp_path / "running"
     running.mkdir()
     (running / "run_manifest.json").write_text(json.dumps(manifest | {"status": "failed"}))
     with pytest.raises(ValueError, match="is failed, not completed"):
-        backfill_cli.backfill(running)
+        interventions.backfill(running)
 
 
 def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():
@@ -179,13 +178,13 @@ def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():
         agent,
         n_episodes=plan.probe_episodes,
         episode_steps=plan.probe_steps,
-        **shared.rollout_settings(plan, SEED, make_env, _space(make_env)),
+        **probing.rollout_settings(plan, SEED, make_env, _space(make_env)),
     )
-    cut = shared.intervention_rollouts(rollouts, plan)
+    cut = interventions.intervention_rollouts(rollouts, plan)
     assert cut.observations.shape[:2] == (plan.intervention_episodes, plan.intervention_steps)
     assert cut.targets.shape[:2] == cut.representations.shape[:2] == cut.rewards.shape
     assert cut.warmup_observations.shape[1] == plan.warmup_steps
     np.testing.assert_array_equal(cut.targets, rollouts.targets[:, : plan.intervention_steps])
     bigger = dataclasses.replace(plan, intervention_steps=plan.probe_steps + 1)
     with pytest.raises(ValueError, match="the rollouts hold"):
-        shared.intervention_rollouts(rollouts, bigger)
+        interventions.intervention_rollouts(rollouts, bigger)

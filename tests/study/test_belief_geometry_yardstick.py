@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry import yardstick as ys
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
@@ -23,8 +23,8 @@ PLAN = reward_only.SMOKE
 
 
 def _agent():
-    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
-    return shared.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    return probing.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
 
 
 def _layout_and_bounds(make_env):
@@ -39,7 +39,7 @@ def test_the_long_filter_is_the_decision_belief_and_short_ones_are_not():
     module, make_env = _agent()
     rollouts = ys.greedy_rollouts(module, PLAN, SEED, make_env)
     layout, low, high = _layout_and_bounds(make_env)
-    prior = control_chain_model(shared.ALPHA).initial
+    prior = control_chain_model(task.ALPHA).initial
     steps = PLAN.warmup_steps + PLAN.probe_steps
     beliefs = ys.filter_beliefs_by_m(rollouts, layout, low, high, prior, [1, 2, steps])
     np.testing.assert_allclose(beliefs[steps], rollouts.targets, atol=1e-5)  # float32 obs
@@ -100,7 +100,7 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     assert set(written["competing_explanations"]) >= {"filters", "actions", "mlp"}
     # The agent's score is analyze's agent probe (the same split and resamples).
     module = load_module(checkpoint)
-    make_env = shared.probe_env_factory(decision_belief_in_observation=False)
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
     greedy = ys.greedy_rollouts(module, PLAN, SEED, make_env)
     in_run = ys.measure(
         tmp_path,

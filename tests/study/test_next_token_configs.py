@@ -1,18 +1,20 @@
-"""Fast checks of the MESS3 next-token recipes (mess3_next_token): they build their configs."""
+"""Fast checks of the MESS3 next-token recipes (mess3_next_token): they build their configs,
+each the study's spec but for what it states."""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict
 
 import numpy as np
 import pytest
-from experiments.mess3_next_token import shared
+from experiments.mess3_next_token import shared, spec
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl_harness.envs.hmm import ENV_ID, HMMVectorEnv, sampled_beliefs
 from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
+from tests.study.spec_check import changed_keys
 
 LEAVES = {
     "reward_only": "experiments.mess3_next_token.reward_only.experiment",
@@ -63,27 +65,33 @@ def test_recipe_builds_its_config(leaf, smoke):
     assert module.build_config(plan) is not config
 
 
-def _science(config) -> dict:
-    """The settings both leaves must share (everything but the auxiliary loss)."""
-    model_config = {
-        k: v for k, v in config.rl_module_spec.model_config.items() if "next_token_aux" not in k
-    }
-    keys = ("env", "env_config", "num_envs_per_env_runner", "gym_env_vectorize_mode")
-    keys += ("rollout_fragment_length", "train_batch_size_per_learner", "minibatch_size")
-    keys += ("num_epochs", "lr", "gamma", "lambda_")
-    return {key: getattr(config, key) for key in keys} | {"model_config": model_config}
+# What each leaf states beyond the spec (spec.py): the config.to_dict() keys it changes.
+STATED = {
+    "reward_only": set(),
+    "next_token_aux": {
+        "_rl_module_spec",
+        "_learner_class",
+        "learner_config_dict",
+        "_learner_connector",
+    },
+}
 
 
-@pytest.mark.parametrize("smoke", [True, False])
-def test_leaves_differ_only_in_the_auxiliary_loss(smoke):
-    # Each leaf writes its own config chain and budget; this keeps the copies in step.
-    reward_only, aux = recipe("reward_only"), recipe("next_token_aux")
-    name = "smoke" if smoke else "full"
-    assert _science(reward_only.build_config(reward_only.BUDGETS[name])) == _science(
-        aux.build_config(aux.BUDGETS[name])
+@pytest.mark.parametrize("name", ["smoke", "full"])
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, name):
+    module = recipe(leaf)
+    assert module.BUDGETS is spec.BUDGETS and module.DEFAULT_BUDGET == spec.DEFAULT_BUDGET
+    plan = spec.BUDGETS[name]
+    base = spec.ppo_config(
+        plan, RLModuleSpec(module_class=GRUActorCritic, model_config=dict(spec.MODEL_CONFIG))
     )
-    assert asdict(reward_only.SMOKE) == asdict(aux.SMOKE)
-    assert asdict(reward_only.FULL) == asdict(aux.FULL)
+    own = module.build_config(plan)
+    changed = changed_keys(base, own)
+    assert changed == STATED[leaf]
+    if leaf == "next_token_aux":
+        model_config = own.rl_module_spec.model_config
+        assert model_config == spec.MODEL_CONFIG | {"next_token_aux/num_classes": 3}
 
 
 @pytest.mark.parametrize("leaf", sorted(LEAVES))

@@ -1,7 +1,8 @@
 """Fast checks of the token-guess study (experiments.mess3_token_guess): each training leaf
-builds the config the issue specifies for every budget, the two leaves differ only in their
-loss, the exact ceilings, the checkpoint schedule (step 0 and log-spaced) and the
-checkpoints the analysis probes, the passive probe episodes and the synthesis tables."""
+builds the config the issue specifies for every budget, each is the study's spec but for
+what it states (ppo and supervised: their loss), the exact ceilings, the checkpoint
+schedule (step 0 and log-spaced) and the checkpoints the analysis probes, the passive probe
+episodes and the synthesis tables."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 import torch
-from experiments.mess3_token_guess import shared
+from experiments.mess3_token_guess import shared, spec
 from experiments.mess3_token_guess.synthesis import experiment as synthesis
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
@@ -23,6 +24,7 @@ from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
 from rl_harness.envs.mess3 import bayes_optimal_next_token_reward
 from rl_harness.learners.models import TransformerActorCritic
 from rl_harness.losses import InfoTargetsToBatch, SupervisedNextTokenLossMixin
+from tests.study.spec_check import changed_keys
 
 STUDY = "experiments.mess3_token_guess"
 TRAINING_LEAVES = {
@@ -148,13 +150,26 @@ def _science(config) -> dict:
     }
 
 
+# What each leaf states beyond the spec (spec.py): the config.to_dict() keys it changes.
+STATED = {
+    "ppo": {"clip_param", "vf_loss_coeff"},  # PPO's loss settings (use_kl_loss: RLlib's)
+    "ppo_default_init": {"clip_param", "vf_loss_coeff", "_rl_module_spec"},
+    "supervised": {"env_config", "_learner_class", "_learner_connector"},
+}
+
+
 @pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
-def test_leaves_differ_only_in_the_loss(plan_name):
-    ppo, supervised = recipe("ppo"), recipe("supervised")
-    assert _science(ppo.build_config(budgets(ppo)[plan_name])) == _science(
-        supervised.build_config(budgets(supervised)[plan_name])
-    )
-    assert asdict(budgets(ppo)[plan_name]) == asdict(budgets(supervised)[plan_name])
+@pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
+def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, plan_name):
+    module = recipe(leaf)
+    assert module.BUDGETS is spec.BUDGETS and module.DEFAULT_BUDGET == spec.DEFAULT_BUDGET
+    plan = budgets(spec)[plan_name]
+    base = spec.ppo_config(plan)
+    own = module.build_config(plan)
+    changed = changed_keys(base, own)
+    assert changed == STATED[leaf]
+    if leaf == "supervised":
+        assert own.env_config == base.env_config | {"info": ["token"]}
     assert synthesis.TRAINING_LEAVES == ("ppo", "supervised", "ppo_default_init")
 
 

@@ -10,7 +10,7 @@ scored on data whose actions the trained agent did not choose, and on windows wi
 actions:
 
 - three data sets, each with its own exact decision beliefs (env info, filtered through the
-  actions actually executed) and the same episode reset seeds (`shared.rollout_settings`):
+  actions actually executed) and the same episode reset seeds (`probing.rollout_settings`):
   `agent_greedy` (the agent's greedy rollouts, as in probe_metrics.json's other blocks),
   `belief_mdp` (actions from the belief-MDP policy, `rl_harness.envs.mess3.solvers`
   belief_vi at the study's parameters, of info['decision_belief']), `random` (actions
@@ -26,9 +26,9 @@ actions:
 - branchings: `tokens_2` (equal last 2 visible tokens) and `tokens_actions_2` (also equal
   binned last 2 previous actions). The bins (`action_branching`): each action coordinate in
   ACTION_BINS equal-frequency bins by mid-rank among the *fit* (probe-train) episodes' values,
-  so a point mass at the clip bound is a bin of its own (the old cut at pooled quantile edges
-  put every value in one bin when two edges fell on the bound: it split nothing in all 9
-  runs). The record states how many branches the actions added and how many held-out steps
+  so a point mass at the clip bound is a bin of its own (a cut at quantile edges puts every
+  value in one bin when two edges fall on the bound; the study README says which runs had
+  it). The record states how many branches the actions added and how many held-out steps
   sit in branches with at least MIN_BRANCH_MEMBERS steps (what within-branch R² can use).
 
 probe_metrics.json key `controls_by_data` (CONTROLS_SCHEMA_VERSION): {schema_version, data
@@ -56,7 +56,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import probing, task
+from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import write_json
 from rl_harness.analysis import (
     Rollouts,
@@ -77,7 +78,7 @@ from rl_harness.seeding import stream_seed
 CONTROLS_SCHEMA_VERSION = 1
 KEY = "controls_by_data"  # in probe_metrics.json and result.json
 DATA_SETS = ("agent_greedy", "belief_mdp", "random")
-ACTION_BINS = shared.ACTION_BINS  # equal-frequency bins per action coordinate
+ACTION_BINS = probing.ACTION_BINS  # equal-frequency bins per action coordinate
 MIN_BRANCH_MEMBERS = 2  # a branch needs 2 steps to carry within-branch variance
 TOKENS_ONLY_STREAM = (*WINDOW_STREAM, "tokens_only")  # its MLPs' init and batch streams
 STUDY = "experiments.mess3_belief_geometry"
@@ -89,8 +90,8 @@ LEAVES = {  # leaf -> decision_belief_in_observation
 DATA = {
     "agent_greedy": "the trained agent's greedy rollouts (its own actions)",
     "belief_mdp": "rollouts whose actions are the belief-MDP policy's (belief_vi, delay "
-    f"{shared.DELAY}) at info['decision_belief']; the agent and the untrained module only read",
-    "random": f"rollouts whose actions are uniform in [-{shared.W_MAX:g}, {shared.W_MAX:g}]^2 "
+    f"{task.DELAY}) at info['decision_belief']; the agent and the untrained module only read",
+    "random": f"rollouts whose actions are uniform in [-{task.W_MAX:g}, {task.W_MAX:g}]^2 "
     "from the stream (analysis, rollouts, random_actions) of the run's seed; the agent and "
     "the untrained module only read",
 }
@@ -127,7 +128,7 @@ def action_branching(
     fit_episodes: np.ndarray,
     test_episodes: np.ndarray,
     *,
-    k: int = shared.BRANCH_K,
+    k: int = probing.BRANCH_K,
     n_bins: int = ACTION_BINS,
 ) -> ActionBranching:
     """Branches of equal last k visible tokens, and of those plus the last k binned previous
@@ -135,8 +136,8 @@ def action_branching(
     actions split anything."""
     bins = quantile_bins(actions, n_bins, fit=actions[fit_episodes])
     labels = {
-        shared.TOKEN_BRANCHES: branch_ids(tokens, k),
-        shared.ACTION_BRANCHES: branch_ids(np.concatenate([token_codes(tokens), bins], -1), k),
+        probing.TOKEN_BRANCHES: branch_ids(tokens, k),
+        probing.ACTION_BRANCHES: branch_ids(np.concatenate([token_codes(tokens), bins], -1), k),
     }
     n = {name: int(np.unique(value).size) for name, value in labels.items()}
     held_out = {name: _held_out_counts(value[test_episodes]) for name, value in labels.items()}
@@ -149,9 +150,9 @@ def action_branching(
             int(np.unique(bins[fit_episodes][..., j]).size) for j in range(bins.shape[-1])
         ],
         "n_branches": n,
-        "branches_added_by_actions": n[shared.ACTION_BRANCHES] - n[shared.TOKEN_BRANCHES],
+        "branches_added_by_actions": n[probing.ACTION_BRANCHES] - n[probing.TOKEN_BRANCHES],
         "held_out": {
-            "n_steps": int(labels[shared.TOKEN_BRANCHES][test_episodes].size),
+            "n_steps": int(labels[probing.TOKEN_BRANCHES][test_episodes].size),
             "min_members": MIN_BRANCH_MEMBERS,
         }
         | held_out,
@@ -189,7 +190,7 @@ def _best(table: Any) -> Any:
     which can only flatter the window)."""
 
     def key(row: Any) -> float:
-        value = row.window.within_branch.get(shared.TOKEN_BRANCHES)
+        value = row.window.within_branch.get(probing.TOKEN_BRANCHES)
         return value.value if value is not None else -np.inf
 
     return max(table.rows, key=key)
@@ -200,7 +201,7 @@ def controls_on(
     untrained_features: np.ndarray,
     *,
     layout: Any,
-    plan: shared.ProbeBudget,
+    plan: Budget,
     seed: int,
     data: str,
     say: Any = print,
@@ -214,12 +215,12 @@ def controls_on(
             features,
             rollouts.targets,
             seed=seed,
-            ridge=shared.PROBE_RIDGE,
-            test_fraction=shared.PROBE_TEST_FRACTION,
+            ridge=probing.PROBE_RIDGE,
+            test_fraction=probing.PROBE_TEST_FRACTION,
             n_bootstrap=plan.n_bootstrap,
-            target_names=shared.BELIEF_NAMES,
+            target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
-            branch_k=shared.BRANCH_K,
+            branch_k=probing.BRANCH_K,
         )
 
     agent = probe(rollouts.representations)
@@ -238,7 +239,7 @@ def controls_on(
         weights=agent.bootstrap_weights,
         branchings={name: labels[test] for name, labels in branching.labels.items()},
         confidence=agent.report.confidence,
-        include=np.array([name not in excluded for name in shared.BELIEF_NAMES]),
+        include=np.array([name not in excluded for name in probing.BELIEF_NAMES]),
     )
     predictions = {
         "agent": agent.test_predictions,
@@ -290,9 +291,9 @@ def controls_on(
 
 
 def actor_rollouts(
-    module: Any, actor: Actor | None, settings: Mapping[str, Any], plan: shared.ProbeBudget
+    module: Any, actor: Actor | None, settings: Mapping[str, Any], plan: Budget
 ) -> Rollouts:
-    """The analysis' rollouts (sizes of `plan`, `settings` from `shared.rollout_settings`):
+    """The analysis' rollouts (sizes of `plan`, `settings` from `probing.rollout_settings`):
     the module's greedy play when `actor` is None, else `actor`'s (the module only reads)."""
     return collect_rollouts(
         module,
@@ -317,14 +318,14 @@ def data_set(
     name: str,
     module: Any,
     settings: Mapping[str, Any],
-    plan: shared.ProbeBudget,
+    plan: Budget,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Rollouts:
     """The rollouts of DATA_SETS[name] (the belief-MDP policy defaults to the cached solve)."""
     if name == "agent_greedy":
         return actor_rollouts(module, None, settings, plan)
     if name == "belief_mdp":
-        policy = belief_policy if belief_policy is not None else shared.belief_mdp_policy()
+        policy = belief_policy if belief_policy is not None else task.belief_mdp_policy()
         return actor_rollouts(module, belief_actor(policy), settings, plan)
     if name == "random":
         return collect_rollouts(
@@ -342,7 +343,7 @@ def controls_by_data(
     control: Any,
     *,
     make_env: Any,
-    plan: shared.ProbeBudget,
+    plan: Budget,
     seed: int,
     greedy: Rollouts | None = None,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -353,7 +354,7 @@ def controls_by_data(
     env = make_env(1)
     layout, action_space = env.layout, env.single_action_space
     env.close()
-    settings = shared.rollout_settings(plan, seed, make_env, action_space)
+    settings = probing.rollout_settings(plan, seed, make_env, action_space)
     record: dict[str, Any] = {"schema_version": CONTROLS_SCHEMA_VERSION, "data": dict(DATA)}
     for name in DATA_SETS:
         if name == "agent_greedy" and greedy is not None:
@@ -369,12 +370,6 @@ def controls_by_data(
     return record
 
 
-def _value(block: Mapping[str, Any] | None, *path: str) -> float | None:
-    for key in path:
-        block = block.get(key) if isinstance(block, Mapping) else None
-    return block.get("value") if isinstance(block, Mapping) else None
-
-
 def headline(record: Mapping[str, Any]) -> dict[str, Any]:
     """result.json's `controls_by_data`: per data set, within-branch R² (tokens_2 unless
     named) of the agent and each control, and the paired differences."""
@@ -384,30 +379,30 @@ def headline(record: Mapping[str, Any]) -> dict[str, Any]:
         if block is None:
             continue
         scores, differences = block["scores"], block["differences"]
-        within = ("within_branch", shared.TOKEN_BRANCHES)
+        within = ("within_branch", probing.TOKEN_BRANCHES)
         out[name] = {
             "return_per_step": block["return_per_step"],
-            "agent_r2_within_branch": _value(scores["agent"], *within),
-            "agent_r2_within_action_branch": _value(
-                scores["agent"], "within_branch", shared.ACTION_BRANCHES
+            "agent_r2_within_branch": probing.value(scores["agent"], *within),
+            "agent_r2_within_action_branch": probing.value(
+                scores["agent"], "within_branch", probing.ACTION_BRANCHES
             ),
-            "untrained_r2_within_branch": _value(scores["untrained_module"], *within),
-            "observation_r2_within_branch": _value(scores["observation"], *within),
+            "untrained_r2_within_branch": probing.value(scores["untrained_module"], *within),
+            "observation_r2_within_branch": probing.value(scores["observation"], *within),
             "window_r2_within_branch": {
-                f"k{row['k']}": _value(row["window"], *within)
+                f"k{row['k']}": probing.value(row["window"], *within)
                 for row in block["windows"]["windows"]
             },
             "tokens_window_r2_within_branch": {
-                f"k{row['k']}": _value(row["window"], *within)
+                f"k{row['k']}": probing.value(row["window"], *within)
                 for row in block["tokens_only_windows"]["windows"]
             },
-            "agent_minus_untrained_within_branch": _value(
+            "agent_minus_untrained_within_branch": probing.value(
                 differences["agent_minus_untrained_module"], *within
             ),
-            "agent_minus_best_window_within_branch": _value(
+            "agent_minus_best_window_within_branch": probing.value(
                 differences["agent_minus_best_window"], *within
             ),
-            "agent_minus_best_tokens_window_within_branch": _value(
+            "agent_minus_best_tokens_window_within_branch": probing.value(
                 differences["agent_minus_best_tokens_window"], *within
             ),
             "action_branches_added": block["action_branching"]["branches_added_by_actions"],
@@ -472,8 +467,8 @@ def backfill(
     checkpoint = run.final_checkpoint()
     say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
-    make_env = shared.probe_env_factory(decision_belief_in_observation=LEAVES[leaf])
-    control = shared.untrained_module(
+    make_env = probing.probe_env_factory(decision_belief_in_observation=LEAVES[leaf])
+    control = probing.untrained_module(
         recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
     )
     record = controls_by_data(
@@ -510,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     before = torch.get_num_threads()
-    torch.set_num_threads(shared.ANALYSIS_TORCH_THREADS)
+    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
     failed = 0
     try:
         for path in args.runs:

@@ -1,7 +1,7 @@
 """The memory yardstick of an occupancy-control run (issue 37 item 3): every within-branch R²
 read as "about m steps of memory", beside baselines that need no training.
 
-On the agent's greedy probe rollouts (the same collection `shared.analyze` probes: same seeds,
+On the agent's greedy probe rollouts (the same collection `analysis.analyze` probes: same seeds,
 warm-up, sizes), with the agent probe's split, its branches of equal last BRANCH_K visible
 tokens and its bootstrap resamples (`rl_harness.analysis.memory_yardstick`; definitions in
 the library's docs/memory_yardstick.md):
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import probing, task
 from rl_harness import write_json
 from rl_harness.analysis import (
     Rollouts,
@@ -108,8 +108,8 @@ def decision_step_matrices(observations: np.ndarray, layout: Any, low: float, hi
     """(E, S, 3, 3) per-step updates of the decision belief from (E, S, obs) observations
     (the reset observation first): diag(P(newest visible token | state)) U_{previous executed
     action}; a missing token measures nothing; the reset step is the identity."""
-    hmm = control_chain_model(shared.ALPHA)
-    emission = mess3_emission(shared.ALPHA)  # (state, token)
+    hmm = control_chain_model(task.ALPHA)
+    emission = mess3_emission(task.ALPHA)  # (state, token)
     tokens = observations[..., layout.tokens].astype(np.float64)
     likelihood = tokens @ emission.T + (1.0 - tokens.sum(-1, keepdims=True))
     actions = low + (high - low) * observations[..., layout.actions].astype(np.float64)
@@ -132,7 +132,7 @@ def filter_beliefs_by_m(
 
 
 def greedy_rollouts(module: RLModule, plan: Any, seed: int, make_env: Any) -> Rollouts:
-    """The agent's greedy probe rollouts exactly as `shared.analyze` collects them."""
+    """The agent's greedy probe rollouts exactly as `analysis.analyze` collects them."""
     env = make_env(1)
     action_space = env.single_action_space
     env.close()
@@ -141,12 +141,12 @@ def greedy_rollouts(module: RLModule, plan: Any, seed: int, make_env: Any) -> Ro
         n_episodes=plan.probe_episodes,
         episode_steps=plan.probe_steps,
         policy="greedy",
-        **shared.rollout_settings(plan, seed, make_env, action_space),
+        **probing.rollout_settings(plan, seed, make_env, action_space),
     )
 
 
 def _within(scores: Any) -> float | None:
-    value = scores.within_branch.get(shared.TOKEN_BRANCHES)
+    value = scores.within_branch.get(probing.TOKEN_BRANCHES)
     return None if value is None else value.value
 
 
@@ -165,7 +165,7 @@ def measure(
     `greedy`: its greedy probe rollouts when the caller has them. Writes yardstick.json into
     `results_dir` unless it is None."""
     started = time.perf_counter()
-    make_env = shared.probe_env_factory(decision_belief_in_observation)
+    make_env = probing.probe_env_factory(decision_belief_in_observation)
     env = make_env(1)
     layout, space = env.layout, env.single_action_space
     env.close()
@@ -174,25 +174,25 @@ def measure(
         greedy = greedy_rollouts(module, plan, seed, make_env)
     targets = greedy.targets
     tokens = greedy.observations[..., layout.tokens]
-    branchings = {shared.TOKEN_BRANCHES: branch_ids(tokens, shared.BRANCH_K)}
+    branchings = {probing.TOKEN_BRANCHES: branch_ids(tokens, probing.BRANCH_K)}
 
     def probe(features: np.ndarray) -> Any:
         return evaluate_probe(
             features,
             targets,
             seed=seed,
-            ridge=shared.PROBE_RIDGE,
-            test_fraction=shared.PROBE_TEST_FRACTION,
+            ridge=probing.PROBE_RIDGE,
+            test_fraction=probing.PROBE_TEST_FRACTION,
             n_bootstrap=plan.n_bootstrap,
-            target_names=shared.BELIEF_NAMES,
+            target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
-            branch_k=shared.BRANCH_K,
+            branch_k=probing.BRANCH_K,
         )
 
     agent = probe(greedy.representations)  # analyze's agent probe: the same split, resamples
     low, high = float(space.low.flat[0]), float(space.high.flat[0])
     priors = {
-        "stationary": control_chain_model(shared.ALPHA).initial,
+        "stationary": control_chain_model(task.ALPHA).initial,
         "policy": targets[agent.train_episodes].reshape(-1, targets.shape[-1]).mean(axis=0),
     }
     ms = range(1, M_MAX + 1)
@@ -205,7 +205,7 @@ def measure(
             beliefs,
             targets,
             branchings=branchings,
-            ridge=shared.PROBE_RIDGE,
+            ridge=probing.PROBE_RIDGE,
         )
     agent_within = _within(tables["stationary"].agent)
     equivalent = {}
@@ -251,13 +251,13 @@ def measure(
     seeds = [stream_seed(seed, *STREAM, "untrained", str(i)) for i in range(UNTRAINED_SEEDS)]
     reports = [probe(replay_rollouts(untrained_like(module, s), greedy)).report for s in seeds]
     test = agent.test_episodes
-    labels = branchings[shared.TOKEN_BRANCHES]
+    labels = branchings[probing.TOKEN_BRANCHES]
     record = {
         "schema_version": YARDSTICK_SCHEMA_VERSION,
         "recipe": label,
         "seed": seed,
         "budget": dict(plan.__dict__),
-        "branching": f"{shared.TOKEN_BRANCHES}: equal last {shared.BRANCH_K} visible tokens",
+        "branching": f"{probing.TOKEN_BRANCHES}: equal last {probing.BRANCH_K} visible tokens",
         "data": "the agent's greedy probe rollouts (its own actions), the agent probe's split",
         "definitions": {
             "filters": f"exact filter of the last m steps (m = 1..{M_MAX}): visible tokens and "
@@ -267,7 +267,7 @@ def measure(
             "random_features": f"ReLU(z W + c) of the last {context} steps of visible token and "
             "executed action (window_features, presence flags), z standardized on the train "
             "steps, W ~ N(0, 1/n_inputs), c ~ N(0, 1); affine probe with ridge "
-            f"{RANDOM_FEATURE_RIDGE:g} (the agent's {shared.PROBE_RIDGE:g} is ill-conditioned "
+            f"{RANDOM_FEATURE_RIDGE:g} (the agent's {probing.PROBE_RIDGE:g} is ill-conditioned "
             "at width 1024)",
             "untrained": "the run's module class and model config with fresh weights per seed, "
             "replayed on the agent's observations; affine probe of its representation",
@@ -341,7 +341,7 @@ def backfill(run_dir: Path, say: Any = print) -> dict[str, Any]:
     record = json.loads((Path(run_dir) / "probe_metrics.json").read_text(encoding="utf-8"))
     module = load_module(run.final_checkpoint())
     before = torch.get_num_threads()
-    torch.set_num_threads(shared.ANALYSIS_TORCH_THREADS)
+    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
     try:
         return measure(
             Path(run_dir),

@@ -1,12 +1,12 @@
-"""MESS3 belief geometry: what both leaves share (the process, the env config, the analysis).
+"""MESS3 next-token prediction: the process, the env config and the analysis both leaves share.
 
-Each leaf's experiment.py holds its own agent, PPO config and budget; this module holds only
-what must stay identical between them so that their probes compare: the MESS3 process and
-task, and the analysis. The analysis asks whether the trained agent's GRU state holds the
-exact Bayesian belief over the hidden state: an affine probe from the GRU's hidden state
-(`module.encode`) to the belief reported by the env, scored on held-out episodes with
-bootstrap intervals over episodes. Controls: the same probe on the raw observation (what
-the newest token alone gives) and on an untrained module of the same architecture.
+The budgets, the agent and PPO are in spec.py; this module holds the MESS3 process and task,
+and the analysis, so that the leaves' probes compare. The analysis asks whether the trained
+agent's GRU state holds the exact Bayesian belief over the hidden state: an affine probe
+from the GRU's hidden state (`module.encode`) to the belief reported by the env, scored on
+held-out episodes with bootstrap intervals over episodes. Controls: the same probe on the
+raw observation (what the newest token alone gives) and on an untrained module of the same
+architecture.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ AUX_ACCURACY_KEY = "learners/default_policy/next_token_aux/accuracy"
 
 
 class ProbeBudget(Protocol):
-    """The part of a leaf's Budget the analysis reads (the leaf's Budget is a dataclass)."""
+    """The part of the study's Budget (spec.py) the analysis reads."""
 
     probe_episodes: int  # episodes rolled out for the probe (a quarter held out for scoring)
     n_bootstrap: int  # bootstrap resamples of the held-out episodes for each interval

@@ -1,7 +1,7 @@
 """MESS3 token guess: what every leaf shares (the process, the env, the ceilings, the analysis).
 
-Each leaf's experiment.py holds its own agent, learner, PPO config chain and budget; this
-module holds only what must stay identical between them so that their numbers compare:
+The budgets, the agent and the shared PPOConfig are in spec.py; this module holds the rest
+that must stay identical between the leaves so that their numbers compare:
 
 - the process and env (`env_config`): passive MESS3 (x 0.05, alpha 0.85), the agent guesses
   the next token (NextTokenTask: reward 1 when right) and sees only the last TOKEN_WINDOW
@@ -97,7 +97,7 @@ class TrainingCurve:
 
 
 class ProbeBudget(Protocol):
-    """The part of a leaf's Budget the analysis reads (the leaf's Budget is a dataclass)."""
+    """The part of the study's Budget (spec.py) the analysis reads."""
 
     probe_episodes: int  # episodes rolled out at every checkpoint (a quarter held out)
     warmup_steps: int  # played before recording: the window fills (>= TOKEN_WINDOW)

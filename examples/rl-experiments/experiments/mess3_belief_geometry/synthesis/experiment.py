@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.mess3_belief_geometry import shared
+from experiments.mess3_belief_geometry import task
 from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
     BUDGETS,  # noqa: F401
     DEFAULT_BUDGET,  # noqa: F401
@@ -55,7 +55,7 @@ from rl_harness.analysis.comparison import compare_runs, comparison_markdown, wr
 
 TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
 RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/
-# result.json keys of each training run (see shared.summary).
+# result.json keys of each training run (see analysis.summary).
 METRICS = [
     "return_per_step/greedy",
     "return_per_step/sampled",
@@ -113,7 +113,7 @@ def run_folders(root: Path, budget: str) -> tuple[list[Path], dict[str, list[str
 
 def solver_table(values: dict) -> str:
     lines = ["| reference (solver) | return per step |", "|---|---|"]
-    for key, label in shared.REFERENCES.items():
+    for key, label in task.REFERENCES.items():
         value = values.get(key)
         lines.append(f"| {label} | {'pending' if value is None else f'{value:.4f}'} |")
     return "\n".join(lines) + f"\n\nSolver values from {values.get('source')}.\n"
@@ -213,7 +213,7 @@ def run(context: RunContext) -> dict:
         folders, metric_keys(folders), allow_mixed=context.smoke, allow_mixed_budgets=True
     )
     left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in other_budgets.items())
-    values = shared.solver_values()
+    values = task.solver_values()
     files = write_comparison(comparison, context.results_dir)
     yardsticks = yardstick_rows(folders)
     write_json(context.results_dir / "yardstick.json", yardsticks)
@@ -234,7 +234,7 @@ def run(context: RunContext) -> dict:
         "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
         "budget": budget,
         "left_out_other_budgets": other_budgets,
-        "solver_values": {key: values.get(key) for key in shared.REFERENCES},
+        "solver_values": {key: values.get(key) for key in task.REFERENCES},
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
         },

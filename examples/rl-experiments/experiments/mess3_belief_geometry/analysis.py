@@ -1,0 +1,590 @@
+"""MESS3 occupancy control: the in-run analysis of a trained agent (`analyze`) and what a
+leaf's run() returns (`summary`).
+
+`analyze`: return per step under sampled and greedy actions, and an affine probe of the
+agent's representation for the decision belief on its greedy rollouts, set against
+everything that could explain it without memory, all on the agent's own held-out steps
+(same targets, branches, train/test split and bootstrap resamples): an untrained module of
+the same architecture (replayed on the agent's observations), the raw observation, and
+window baselines (an MLP on the last k visible tokens and executed actions, k =
+1..window_k_max); within branches of equal last BRANCH_K tokens and of equal tokens and
+binned actions; permutation nulls (global, and conditional within branches); paired
+bootstrap differences; every block's residual; R² over training from the run's
+checkpoints; the plots.
+
+probe_metrics.json (schema_version 2). Estimates are {value, low, high} (95% percentile
+intervals over bootstrap resamples of the held-out episodes); a null record is {statistic,
+observed, p_value, p_value_floor = 1 / (n_permutations + 1), n_permutations, null_mean,
+null_q95, null_r2_pooled}; "scores" blocks are {r2_pooled, within_branch: {tokens_2,
+tokens_actions_2}, n_bootstrap, confidence}.
+
+    recipe, task, aux_weight, budget, checkpoint, env_steps, training_iterations,
+    representation, target, n_episodes, branch_k
+    branchings        {tokens_2, tokens_actions_2}: what each branching groups
+    probe             the agent's ProbeReport (rl_harness.analysis.ProbeReport.to_dict):
+                      r2_pooled, r2, rmse..., within_branch {k, r2_pooled, ..., permutation:
+                      the conditional null (targets shuffled within branches)}, permutation
+                      (the global null)
+    controls          data (a sentence), untrained_module_probe, observation_probe: ProbeReports
+                      on the agent's rollouts (no nulls)
+    scores            {agent, untrained_module, observation}: scores blocks
+    differences       {agent_minus_untrained_module, agent_minus_observation,
+                      agent_minus_best_window}: scores blocks of paired differences (same
+                      resamples for both), best_window_k (highest tokens_2 within-branch R²)
+    windows           ks, agent (scores block), windows [{k, window (scores block),
+                      agent_minus_window (scores block), train_r2_pooled, n_inputs}],
+                      history_worth {global, tokens_2, tokens_actions_2: {window_reaches_agent_at_k,
+                      agent_not_above_window_at_k}} (None: no window up to K does), regressor,
+                      seed, stream
+    layers            [{name: embed | block_1.. | final_norm, n_features, r2_pooled,
+                      within_branch_r2_pooled}]
+    training          {n_episodes, data, checkpoints [{env_steps, checkpoint, r2_pooled,
+                      within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
+    return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
+    analysis_wall_time_s
+    action_branching  what the tokens_actions_2 bins are and did (controls.action_branching):
+                      n_bins_per_action_coordinate, bins_used_per_coordinate, n_branches
+                      {tokens_2, tokens_actions_2}, branches_added_by_actions, held_out
+                      {n_steps, min_members, <branching>: {n_branches, branches_with_min_members,
+                      steps_in_branches_with_min_members}}
+    controls_by_data  every control also on data the agent did not choose (controls.py: its
+                      docstring has the schema): agent_greedy, belief_mdp, random blocks
+    interventions     (leaves that run them) the headline of interventions.json: {file,
+                      <layer>: {<counterfactual>: {agent, agent_random, untrained,
+                      agent_correlation}}}, fractions of the optimal action shift
+
+The modules below this one (task, spec, probing, controls, yardstick, interventions) never
+import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from experiments.mess3_belief_geometry import controls, probing, task, yardstick
+from experiments.mess3_belief_geometry.interventions import intervention_rollouts, run_interventions
+from experiments.mess3_belief_geometry.spec import Budget
+from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
+from rl_harness.analysis import (
+    Rollouts,
+    RunArtifacts,
+    collect_rollouts,
+    compare_with_windows,
+    evaluate_probe,
+    held_out_scores,
+    load_module,
+    paired_difference,
+    plot_belief_simplex,
+    plot_probe_over_training,
+    probe_checkpoints,
+    probe_layers,
+    replay_rollouts,
+    run_checkpoints,
+)
+from rl_harness.seeding import stream_seed
+
+PROBE_SCHEMA_VERSION = 2  # probe_metrics.json; 2: controls on the agent's data, windows, nulls
+
+# The learning curve.
+RETURN_KEY = "env_runners/episode_return_mean"
+LENGTH_KEY = "env_runners/episode_len_mean"
+STEPS_KEY = "num_env_steps_sampled_lifetime"
+
+
+# ---------------------------------------------------------------------------- learning curve
+
+
+def return_per_step_curve(rows: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps, mean episode return / mean episode length) from metrics.jsonl rows."""
+    points = [
+        (row[STEPS_KEY], row[RETURN_KEY] / row[LENGTH_KEY])
+        for row in rows
+        if row.get(STEPS_KEY) is not None
+        and row.get(RETURN_KEY) is not None
+        and row.get(LENGTH_KEY)
+    ]
+    array = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    return array[:, 0], array[:, 1]
+
+
+def plot_return_per_step(
+    path: Path,
+    rows: Sequence[Mapping[str, Any]],
+    references: Mapping[str, float],
+    *,
+    title: str,
+    evaluations: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """learning_curve.png: training return per step against env steps, with each reference
+    as a dashed line (and the final evaluations as markers). Returns {label: y} of every
+    horizontal line as read back from the drawn figure, so callers can check what it shows.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, values = return_per_step_curve(rows)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if steps.size:
+        ax.plot(steps, values, marker="o", ms=3, lw=1.2, color="C0", label="training (sampled)")
+    else:
+        ax.text(0.5, 0.5, "no episode finished yet", ha="center", transform=ax.transAxes)
+    for index, (label, value) in enumerate(references.items()):
+        ax.axhline(value, ls="--", lw=1, color=f"C{index + 1}", label=label)
+    # The final evaluations sit at the last env-step count, finished episodes or not.
+    counts = [row[STEPS_KEY] for row in rows if row.get(STEPS_KEY) is not None]
+    last = float(max(counts)) if counts else 0.0
+    for index, (label, value) in enumerate((evaluations or {}).items()):
+        ax.plot([last], [value], marker="s^"[index % 2], ls="none", color="k", label=label)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("return per step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    ax.set_title(title, fontsize="medium")
+    drawn = {
+        str(line.get_label()): float(line.get_ydata()[0])
+        for line in ax.get_lines()
+        if str(line.get_label()) in references
+    }
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return drawn
+
+
+# ---------------------------------------------------------------------------- analysis
+
+
+def checkpoint_schedule(plan: Budget) -> CheckpointSchedule:
+    """Step 0, then the first iteration past each doubling of env steps from one batch:
+    the probe-over-training points (`analyze` replays the final agent's rollouts through
+    each)."""
+    return CheckpointSchedule(
+        at_start=True, log_base=2.0, log_unit="env_steps", log_first=float(plan.train_batch)
+    )
+
+
+def _first_episodes(rollouts: Rollouts, n: int) -> Rollouts:
+    """The first n episodes of `rollouts` (all arrays cut alike)."""
+    cut = {
+        field.name: getattr(rollouts, field.name)[:n]
+        for field in dataclasses.fields(rollouts)
+        if isinstance(getattr(rollouts, field.name), np.ndarray)
+    }
+    return dataclasses.replace(rollouts, **cut)
+
+
+def _progress(label: str, started: float):
+    def say(message: str) -> None:
+        print(f"[analysis {label} {time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
+    return say
+
+
+def analyze(
+    context: RunContext,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    plan: Budget,
+    aux_weight: float = 0.0,
+    decision_belief_in_observation: bool = False,
+    interventions: bool = False,
+) -> dict[str, Any]:
+    """Evaluate and probe this run's trained agent; write probe_metrics.json,
+    solver_values.json, belief_simplex.png, learning_curve.png and (with >= 2 checkpoints)
+    r2_over_training.png into the results folder. Prints a progress line per stage.
+
+    `module_spec` is the leaf's (for the untrained control), `plan` its Budget (recorded
+    whole); `decision_belief_in_observation` must match the leaf's env. With `interventions`,
+    also the causal belief interventions (`run_interventions`: interventions.json and
+    interventions.png). Torch runs on ANALYSIS_TORCH_THREADS intra-op threads meanwhile
+    (restored after).
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
+    try:
+        return _analyze(
+            context,
+            label=label,
+            module_spec=module_spec,
+            plan=plan,
+            aux_weight=aux_weight,
+            decision_belief_in_observation=decision_belief_in_observation,
+            interventions=interventions,
+        )
+    finally:
+        torch.set_num_threads(before)
+
+
+def _analyze(
+    context: RunContext,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    plan: Budget,
+    aux_weight: float,
+    decision_belief_in_observation: bool,
+    interventions: bool,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    say = _progress(label, started)
+    run = RunArtifacts.open(context.results_dir)
+    checkpoint = run.final_checkpoint()
+    module = load_module(checkpoint)  # module only: no env runners, no learner
+    make_env = probing.probe_env_factory(decision_belief_in_observation)
+    probe_env = make_env(1)
+    layout, action_space = probe_env.layout, probe_env.single_action_space
+    probe_env.close()
+    collect = functools.partial(
+        collect_rollouts,
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        **probing.rollout_settings(plan, context.seed, make_env, action_space),
+    )
+    size = f"{plan.probe_episodes} episodes x ({plan.warmup_steps} + {plan.probe_steps}) steps"
+    say(f"greedy rollouts of the trained agent ({size})")
+    greedy = collect(module, policy="greedy")
+    say(f"sampled rollouts ({size})")
+    sampled = collect(module, policy="sample")
+    say("untrained control: replaying the agent's greedy rollouts through it")
+    control = probing.untrained_module(
+        module_spec, make_env, stream_seed(context.seed, "study", "untrained")
+    )
+    untrained_features = replay_rollouts(control, greedy)
+
+    tokens = greedy.observations[..., layout.tokens]
+
+    def probe(features: np.ndarray, permutations: int = 0) -> Any:
+        return evaluate_probe(
+            features,
+            greedy.targets,
+            seed=context.seed,
+            ridge=probing.PROBE_RIDGE,
+            test_fraction=probing.PROBE_TEST_FRACTION,
+            n_bootstrap=plan.n_bootstrap,
+            target_names=probing.BELIEF_NAMES,
+            branch_tokens=tokens,
+            branch_k=probing.BRANCH_K,
+            n_permutations=permutations,
+            n_within_permutations=permutations,
+        )
+
+    say(f"affine probes: agent (with {plan.n_permutations} permutations of each null), controls")
+    agent = probe(greedy.representations, plan.n_permutations)
+    observation = probe(greedy.observations)
+    untrained = probe(untrained_features)
+    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
+    # executed actions (the observation's previous-action part, ACTION_BINS equal-frequency
+    # bins per coordinate from the agent probe's train episodes: controls.action_branching).
+    branching = controls.action_branching(
+        tokens, greedy.observations[..., layout.actions], agent.train_episodes, agent.test_episodes
+    )
+    branchings = branching.labels
+    # Every score below is on the agent's held-out steps and its bootstrap resamples.
+    test = agent.test_episodes
+    held_out = greedy.targets[test]
+    within = {name: labels[test] for name, labels in branchings.items()}
+    excluded = set(agent.report.r2_pooled_excludes)
+    common = dict(
+        weights=agent.bootstrap_weights,
+        branchings=within,
+        confidence=agent.report.confidence,
+        include=np.array([name not in excluded for name in probing.BELIEF_NAMES]),
+    )
+    predictions = {
+        "agent": agent.test_predictions,
+        "untrained_module": untrained.test_predictions,
+        "observation": observation.test_predictions,
+    }
+    scores = {name: held_out_scores(held_out, pred, **common) for name, pred in predictions.items()}
+
+    ks = list(range(1, plan.window_k_max + 1))
+    say(f"window baselines k = {ks[0]}..{ks[-1]} (MLP on the last k tokens and actions)")
+    window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
+    windows = compare_with_windows(
+        agent,
+        greedy.observations[..., window_parts],
+        greedy.targets,
+        ks=ks,
+        seed=context.seed,
+        history=greedy.warmup_observations[..., window_parts],
+        branchings=branchings,
+        progress=say,
+    )
+    # The best window: the highest within-branch R² (chosen on the held-out steps, which can
+    # only flatter the window, never the agent).
+    best = max(
+        windows.rows,
+        key=lambda row: (
+            probing.value(row.window.to_dict(), "within_branch", probing.TOKEN_BRANCHES) or -np.inf
+        ),
+    )
+    differences = {
+        "agent_minus_untrained_module": paired_difference(
+            held_out, agent.test_predictions, untrained.test_predictions, **common
+        ),
+        "agent_minus_observation": paired_difference(
+            held_out, agent.test_predictions, observation.test_predictions, **common
+        ),
+        "agent_minus_best_window": best.agent_minus_window,
+    }
+
+    say("per-layer probes: replaying the agent's rollouts, every residual")
+    layers = probe_layers(
+        module,
+        greedy,
+        seed=context.seed,
+        ridge=probing.PROBE_RIDGE,
+        test_fraction=probing.PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        target_names=probing.BELIEF_NAMES,
+        branch_tokens=tokens,
+        branch_k=probing.BRANCH_K,
+        progress=say,
+    )
+
+    training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
+
+    say("controls on data the agent did not choose (belief-MDP and random actions)")
+    by_data = controls.controls_by_data(
+        module, control, make_env=make_env, plan=plan, seed=context.seed, greedy=greedy, say=say
+    )
+
+    values = task.solver_values()
+    write_json(context.results_dir / "solver_values.json", values)
+    rows = run.metrics()
+    final = rows[-1] if rows else {}
+    steps, curve = return_per_step_curve(rows)
+    returns = {
+        "sampled": sampled.mean_reward_per_step(),
+        "greedy": greedy.mean_reward_per_step(),
+        "training_last": float(curve[-1]) if curve.size else None,
+    }
+    ceiling = values.get("belief_mdp")
+    record = {
+        "schema_version": PROBE_SCHEMA_VERSION,
+        "recipe": label,
+        "task": {
+            "model": task.MODEL,
+            "alpha": task.ALPHA,
+            "task": task.TASK,
+            "w_max": task.W_MAX,
+            "beta": task.BETA,
+            "occupancy_states": list(task.OCCUPANCY_STATES),
+            "observation_delay": task.DELAY,
+            "episode_length": task.EPISODE_LENGTH,
+            "decision_belief_in_observation": decision_belief_in_observation,
+        },
+        "aux_weight": aux_weight,
+        "budget": dataclasses.asdict(plan),  # the leaf's Budget dataclass
+        "checkpoint": str(checkpoint),
+        "env_steps": final.get(STEPS_KEY),
+        "training_iterations": final.get("training_iteration"),
+        "representation": "the module's encode_step after reading each step (context: the "
+        "carried state): the final normed residual stream",
+        "target": "info['decision_belief']: P(state now | tokens seen, own executed actions)",
+        "n_episodes": greedy.n_episodes,
+        "branch_k": probing.BRANCH_K,
+        "branchings": {
+            probing.TOKEN_BRANCHES: f"equal last {probing.BRANCH_K} visible tokens",
+            probing.ACTION_BRANCHES: f"equal last {probing.BRANCH_K} visible tokens and executed "
+            f"actions, each action coordinate in {probing.ACTION_BINS} equal-frequency bins "
+            "(mid-rank among the probe's train episodes; ties share a bin)",
+        },
+        "action_branching": branching.record,
+        "probe": agent.report.to_dict(),
+        "controls": {
+            "data": "every control is scored on the agent's greedy rollouts: the untrained "
+            "module replays the agent's observations; same targets, branches, split, resamples",
+            "untrained_module_probe": untrained.report.to_dict(),
+            "observation_probe": observation.report.to_dict(),
+        },
+        "scores": {name: value.to_dict() for name, value in scores.items()},
+        "differences": {name: value.to_dict() for name, value in differences.items()}
+        | {"best_window_k": best.k},
+        "windows": windows.to_dict(),
+        "layers": layers.table(),
+        "training": training,
+        controls.KEY: by_data,
+        "return_per_step": returns,
+        "solver_values": values,
+        "fraction_of_belief_mdp": (
+            {k: v / ceiling for k, v in returns.items() if v is not None} if ceiling else None
+        ),
+    }
+    if interventions:
+        record["interventions"] = run_interventions(
+            context.results_dir,
+            label=label,
+            module=module,
+            control=control,
+            rollouts=intervention_rollouts(greedy, plan),
+            plan=plan,
+            seed=context.seed,
+            checkpoint=checkpoint,
+            say=say,
+        )
+    # The memory yardstick and its baselines (yardstick.py, issue 37): yardstick.json.
+    say("memory yardstick and baselines (yardstick.json)")
+    record["yardstick"] = yardstick.headline(
+        yardstick.measure(
+            context.results_dir,
+            plan=plan,
+            seed=context.seed,
+            label=label,
+            module=module,
+            decision_belief_in_observation=decision_belief_in_observation,
+            greedy=greedy,
+            say=say,
+        )
+    )
+    r2 = agent.report.r2_pooled
+    r2_text = f"{r2.value:.3f} [{r2.low:.3f}, {r2.high:.3f}]" if r2 else "undefined"
+    plot_belief_simplex(
+        context.results_dir / "belief_simplex.png",
+        greedy.targets[agent.test_episodes].reshape(-1, 3),
+        agent.test_predictions.reshape(-1, 3),
+        title=f"{label}: held-out episodes, probe R² {r2_text}",
+        labels=("decision belief (from env info)", "affine probe of the representation"),
+    )
+    record["learning_curve_references"] = plot_return_per_step(
+        context.results_dir / "learning_curve.png",
+        rows,
+        task.references_from(values),
+        title=f"{label}: occupancy control "
+        f"(beta {task.BETA}, w_max {task.W_MAX}, delay {task.DELAY})",
+        evaluations={"final greedy": returns["greedy"], "final sampled": returns["sampled"]},
+    )
+    record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)
+    write_json(context.results_dir / "probe_metrics.json", record)
+    say(f"wrote probe_metrics.json ({record['analysis_wall_time_s']:.0f} s)")
+    return record
+
+
+def _probe_over_training(
+    context: RunContext,
+    run: RunArtifacts,
+    greedy: Rollouts,
+    tokens: np.ndarray,
+    plan: Budget,
+    label: str,
+    say: Any,
+) -> dict[str, Any]:
+    """R² against env steps: the first `plan.training_probe_episodes` of the agent's greedy
+    rollouts replayed through each saved checkpoint (run_checkpoints), one split for all."""
+    pairs = [
+        (c.env_steps, c.path)
+        for c in run_checkpoints(run)
+        if c.env_steps is not None and isinstance(c.path, Path)
+    ]
+    pairs = sorted({steps: path for steps, path in pairs}.items())  # one per env-step count
+    if len(pairs) < 2:
+        return {"checkpoints": [], "skipped": f"{len(pairs)} local checkpoint(s) with env steps"}
+    n = min(plan.training_probe_episodes, greedy.n_episodes)
+    subset = _first_episodes(greedy, n)
+    say(f"probes over training: {len(pairs)} checkpoints, {n} episodes replayed through each")
+    probes = probe_checkpoints(
+        pairs,
+        subset,
+        seed=context.seed,  # the agent probe's stream: with every episode, its split
+        ridge=probing.PROBE_RIDGE,
+        test_fraction=probing.PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        target_names=probing.BELIEF_NAMES,
+        branch_tokens=tokens[:n],
+        branch_k=probing.BRANCH_K,
+        progress=say,
+    )
+    plot_probe_over_training(
+        context.results_dir / "r2_over_training.png",
+        probes,
+        title=f"{label}: decision-belief probe over training ({n} greedy episodes of the "
+        "final agent, replayed)",
+    )
+    return {
+        "n_episodes": n,
+        "data": "the final agent's first greedy episodes, replayed through each checkpoint",
+        "checkpoints": [p.to_dict() for p in probes],
+        "figure": "r2_over_training.png",
+    }
+
+
+def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
+    """result.json's `controls_by_data` and `action_branches_added` (when the record has them)."""
+    out: dict[str, Any] = {}
+    if "action_branching" in record:
+        out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
+    if controls.KEY in record:
+        out[controls.KEY] = controls.headline(record[controls.KEY])
+    return out
+
+
+def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
+    """The compact result a leaf's run() returns (the harness stores it as result.json)."""
+    controls = record["controls"]
+    scores, differences = record["scores"], record["differences"]
+    agent_within = record["probe"].get("within_branch") or {}
+    windows = record["windows"]
+    training = record["training"]["checkpoints"]
+    return {
+        **_controls_headline(record),  # controls_by_data, action_branches_added
+        "iterations": result.iterations,
+        "env_steps": record["env_steps"],
+        "return_per_step": record["return_per_step"],
+        "solver_values": {key: record["solver_values"].get(key) for key in task.REFERENCES},
+        "fraction_of_belief_mdp": record["fraction_of_belief_mdp"],
+        "probe_r2": probing.value(record["probe"], "r2_pooled"),
+        "probe_r2_within_branch": probing.value(record["probe"], "within_branch", "r2_pooled"),
+        "probe_r2_within_action_branch": probing.value(
+            scores["agent"], "within_branch", probing.ACTION_BRANCHES
+        ),
+        "untrained_r2": probing.value(controls["untrained_module_probe"], "r2_pooled"),
+        "untrained_r2_within_branch": probing.value(
+            controls["untrained_module_probe"], "within_branch", "r2_pooled"
+        ),
+        "observation_r2": probing.value(controls["observation_probe"], "r2_pooled"),
+        "observation_r2_within_branch": probing.value(
+            controls["observation_probe"], "within_branch", "r2_pooled"
+        ),
+        "agent_minus_untrained_within_branch": probing.value(
+            differences["agent_minus_untrained_module"], "within_branch", probing.TOKEN_BRANCHES
+        ),
+        "agent_minus_best_window_within_branch": probing.value(
+            differences["agent_minus_best_window"], "within_branch", probing.TOKEN_BRANCHES
+        ),
+        "agent_minus_best_window_within_action_branch": probing.value(
+            differences["agent_minus_best_window"], "within_branch", probing.ACTION_BRANCHES
+        ),
+        "best_window_k": differences["best_window_k"],
+        "window_r2": {
+            f"k{row['k']}": probing.value(row["window"], "r2_pooled") for row in windows["windows"]
+        },
+        "window_r2_within_branch": {
+            f"k{row['k']}": probing.value(row["window"], "within_branch", probing.TOKEN_BRANCHES)
+            for row in windows["windows"]
+        },
+        "window_reaches_agent_within_branch_at_k": windows["history_worth"][probing.TOKEN_BRANCHES][
+            "window_reaches_agent_at_k"
+        ],
+        "layer_r2_within_branch": {
+            row["name"]: (row["within_branch_r2_pooled"] or {}).get("value")
+            for row in record["layers"]
+        },
+        "permutation_p_value": (record["probe"].get("permutation") or {}).get("p_value"),
+        "within_branch_permutation_p_value": (agent_within.get("permutation") or {}).get("p_value"),
+        "p_value_floor": (record["probe"].get("permutation") or {}).get("p_value_floor"),
+        "r2_at_first_checkpoint": probing.value(training[0], "r2_pooled") if training else None,
+        "analysis_wall_time_s": record["analysis_wall_time_s"],
+    } | ({"interventions": record["interventions"]} if "interventions" in record else {})
