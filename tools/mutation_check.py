@@ -441,7 +441,7 @@ MUTATIONS = [
     ),
     Mutation(
         "intervention-no-rank-threshold",
-        "analysis/interventions.py",
+        "analysis/interventions/edits.py",
         (("    keep = s > rank_tol * s[0]\n", "    keep = s > 0\n"),),
         (
             "tests/analysis/test_interventions.py::"
@@ -451,16 +451,15 @@ MUTATIONS = [
     ),
     Mutation(
         "intervention-edited-cache-carried",
-        "analysis/interventions.py",
+        "analysis/interventions/intervene.py",
         (
             (
                 "carried = plan.carry_edit and edited_state is not None",
                 "carried = edited_state is not None",
             ),
             (
-                "                if plan.carry_edit:\n"
-                "                    edited_state = edited_out\n",
-                "                edited_state = edited_out\n",
+                "            if plan.carry_edit:\n                edited_state = edited_out\n",
+                "            edited_state = edited_out\n",
             ),
         ),
         ("tests/analysis/test_interventions.py::test_a_carried_edit_changes_later_steps_only",),
@@ -482,7 +481,7 @@ MUTATIONS = [
     ),
     Mutation(
         "interventions-pre-clip-reads-clipped-actions",
-        "analysis/interventions.py",
+        "analysis/interventions/report.py",
         (
             (
                 "raw_after = policy_actions(member, after.action_inputs)",

@@ -26,6 +26,7 @@ from rl_harness.analysis import (
     policy_actions,
     probe_layers,
     replay_rollouts,
+    replay_rollouts_named,
     rllib_action_transform,
     shift_difference,
     shift_scores,
@@ -352,6 +353,26 @@ def test_the_carried_state_is_the_unedited_one(name):
     assert np.all(done.edit_norm["nothing"] < 1e-5)
 
 
+@pytest.mark.parametrize("name", ["gru", "transformer"])
+def test_the_unedited_read_is_replays(name):
+    """intervene steps the module as replay does (ModuleStepper: same batches, extractor and
+    carried state): its unedited residual is the one the probes were fitted on."""
+    module, rollouts = _greedy(name)
+    layer = "block_1" if name == "transformer" else "representation"
+    if name == "transformer":
+        replayed = replay_rollouts_named(module, rollouts)["block_1"]
+    else:
+        replayed = replay_rollouts(module, rollouts)
+    flat = replayed.reshape(-1, replayed.shape[-1])
+    probe = fit_affine(flat, rollouts.targets.reshape(-1, 3))
+    edit = {"nothing": BeliefEdit(shift=np.zeros_like(rollouts.targets))}
+    done = intervene(module, rollouts, probe, edit, layer=layer)
+    norm = np.linalg.norm(replayed.astype(np.float64), axis=-1)
+    np.testing.assert_allclose(done.representation_norm, norm, rtol=1e-12)
+    reading = probe.predict(flat).reshape(rollouts.targets.shape)
+    np.testing.assert_allclose(done.probe_before, reading, rtol=1e-9, atol=1e-9)
+
+
 def test_a_carried_edit_changes_later_steps_only():
     module, rollouts = _greedy("transformer")
     probe = probe_layers(module, rollouts, seed=0, n_bootstrap=10).evaluations["block_1"].probe
@@ -376,9 +397,10 @@ def test_intervention_errors_are_clear():
     rng = np.random.default_rng(0)
     probe = fit_affine(rng.normal(size=(50, 8)), rng.normal(size=(50, 3)))
     ok = {"x": BeliefEdit(shift=np.zeros_like(rollouts.targets))}
-    with pytest.raises(ValueError, match="only layer 'representation'"):
+    # A GRU has forward_heads but no residual edit: the error names the missing methods.
+    with pytest.raises(TypeError, match=r"no encode_step_edited.*editing layer 'block_1'"):
         intervene(module, rollouts, probe, ok, layer="block_1")
-    with pytest.raises(ValueError, match="carry_edit needs a module with encode_step_edited"):
+    with pytest.raises(TypeError, match=r"no encode_step_edited.*: carry_edit needs"):
         intervene(module, rollouts, probe, ok, carry_edit=True)
     with pytest.raises(ValueError, match="exactly one of targets and shift"):
         intervene(module, rollouts, probe, {"x": BeliefEdit()})

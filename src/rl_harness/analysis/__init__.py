@@ -17,6 +17,8 @@
                                                     agreement with a reference policy
     belief_interventions(module, rollouts, ...)     edit the probed belief, score the action
                                                     shift against an optimal policy's
+    EncoderAPI / ResidualStreamAPI / PolicyHeadsAPI / ...   what analysis reads from a module
+                                                    (typed contracts; require_api checks them)
     plot_belief_simplex(...) / plot_learning_curve(...) / simplex_scatter(ax, ...)
     mixed_state_scatter(beliefs, probabilities, ax=...)  a mixed-state presentation
 
@@ -73,6 +75,14 @@ if TYPE_CHECKING:
         shift_scores,
     )
     from rl_harness.analysis.layer_probes import LayerProbes, probe_layers
+    from rl_harness.analysis.module_api import (
+        EncoderAPI,
+        PolicyHeadsAPI,
+        ResidualEditAPI,
+        ResidualStreamAPI,
+        StepEncoderAPI,
+        require_api,
+    )
     from rl_harness.analysis.plots import (
         barycentric_xy,
         mixed_state_scatter,
@@ -216,6 +226,12 @@ _EXPORTS = {
     "policy_actions": "rl_harness.analysis.interventions",
     "shift_difference": "rl_harness.analysis.interventions",
     "shift_scores": "rl_harness.analysis.interventions",
+    "EncoderAPI": "rl_harness.analysis.module_api",
+    "PolicyHeadsAPI": "rl_harness.analysis.module_api",
+    "ResidualEditAPI": "rl_harness.analysis.module_api",
+    "ResidualStreamAPI": "rl_harness.analysis.module_api",
+    "StepEncoderAPI": "rl_harness.analysis.module_api",
+    "require_api": "rl_harness.analysis.module_api",
 }
 __all__ = [
     "AffineProbe",
@@ -225,6 +241,7 @@ __all__ = [
     "ClosedLoopProbe",
     "CounterfactualReport",
     "DEFAULT_MODULE_ID",
+    "EncoderAPI",
     "Estimate",
     "HeldOutScores",
     "Intervention",
@@ -233,12 +250,16 @@ __all__ = [
     "MemoryYardstick",
     "ModuleStepper",
     "PermutationNull",
+    "PolicyHeadsAPI",
     "ProbeEvaluation",
     "ProbeReport",
+    "ResidualEditAPI",
+    "ResidualStreamAPI",
     "Rollouts",
     "RunArtifacts",
     "RunCheckpoint",
     "ShiftScores",
+    "StepEncoderAPI",
     "WindowRegressor",
     "WindowTable",
     "WithinBranchReport",
@@ -288,6 +309,7 @@ __all__ = [
     "replay_observations",
     "replay_rollouts",
     "replay_rollouts_named",
+    "require_api",
     "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",

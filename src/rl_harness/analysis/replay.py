@@ -16,6 +16,10 @@ for bit when the rows are stepped in the same batches: `batch_size=rollouts.num_
 Named representations: `replay_named_representations` with an extractor returning a
 mapping (`residual_representations`: every block's residual stream of a module with
 `encode_step_residuals`) gives every named representation from one pass.
+
+The same stepping (`ModuleStepper.read_tensors`: the step's batch and the extractor's
+tensors) runs `rl_harness.analysis.interventions.intervene`, which edits each step beside
+its unedited read.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from rl_harness.analysis.module_api import ResidualStreamAPI, require_api
 from rl_harness.analysis.rollouts import (
     ModuleStepper,
     RepresentationExtractor,
     Rollouts,
     encode_representation,
+    eval_mode,
     step_batch,
 )
 
@@ -44,17 +50,16 @@ def residual_representations(
     module: RLModule, batch: dict[str, Any]
 ) -> tuple[dict[str, torch.Tensor], Any]:
     """({name: (N, d)}, state_out): every named residual of a module with
-    `encode_step_residuals(batch) -> ({name: (N, d)}, state_out)`, read on the stepper's
+    `encode_step_residuals(batch) -> ({name: (N, d)}, state_out)` (`ResidualStreamAPI`; a
+    module without it fails on the first step, naming the method), read on the stepper's
     batch (one step without its time axis for a stateful module, as
     StatefulTransformerActorCritic takes it; the batch `encode` takes for a stateless one,
     as TransformerActorCritic). Names: "embed", "block_1".."block_L", "final_norm"."""
-    method = getattr(module, "encode_step_residuals", None)
-    if not callable(method):
-        raise TypeError(
-            f"{type(module).__name__} has no encode_step_residuals(batch); per-layer probes "
-            "need a module that exposes its residual stream"
-        )
-    residuals, state_out = method(step_batch(batch) if module.is_stateful() else batch)
+    if not isinstance(module, ResidualStreamAPI):
+        require_api(module, ResidualStreamAPI, purpose="reading every residual (per-layer probes)")
+    residuals, state_out = module.encode_step_residuals(
+        step_batch(batch) if module.is_stateful() else batch
+    )
     return dict(residuals), state_out
 
 
@@ -92,9 +97,7 @@ def _replay(
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     chunks: list[Any] = []
-    was_training = module.training
-    module.eval()
-    try:
+    with eval_mode(module):
         for first in range(0, rows, size):
             part = obs[first : first + size]
             stepper = ModuleStepper(module, part.shape[0], representation=representation)
@@ -111,8 +114,6 @@ def _replay(
                 )
             else:
                 chunks.append(np.stack(per_step, axis=1))
-    finally:
-        module.train(was_training)
     if isinstance(chunks[0], dict):
         return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
     return np.concatenate(chunks)

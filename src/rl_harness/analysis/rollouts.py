@@ -40,13 +40,15 @@ Box handling, `rllib_action_transform(space)`). Recorded actions are what the en
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 
+from rl_harness.analysis.module_api import EncoderAPI, StepEncoderAPI, require_api
 from rl_harness.seeding import stream_rng, stream_seed
 
 if TYPE_CHECKING:
@@ -87,20 +89,20 @@ def encode_representation(
 ) -> torch.Tensor | tuple[torch.Tensor, Any]:
     """The module's public per-step representation of the stepper's batch.
 
-    A stateful module with `encode_step` is read through it on the step without its time
-    axis (what it returns: the representation, or (representation, state_out)); any other
-    module through `encode(batch)`.
+    A stateful module with `encode_step` (`StepEncoderAPI`) is read through it on the step
+    without its time axis (what it returns: the representation, or (representation,
+    state_out)); any other module through `encode(batch)` (`EncoderAPI`).
     """
-    method = getattr(module, "encode_step", None)
-    if callable(method) and module.is_stateful():
-        return method(step_batch(batch))
-    method = getattr(module, "encode", None)
-    if callable(method):
-        return method(batch)
-    raise TypeError(
-        f"{type(module).__name__} has no public encode_step(batch) or encode(batch); pass a "
-        "representation extractor that reads the module's representation through its public API"
-    )
+    if isinstance(module, StepEncoderAPI) and module.is_stateful():
+        return module.encode_step(step_batch(batch))
+    if not isinstance(module, EncoderAPI):
+        require_api(
+            module,
+            EncoderAPI,
+            purpose="the default representation extractor (or pass an extractor that reads "
+            "the module's representation through its public API)",
+        )
+    return module.encode(batch)
 
 
 def info_target(*keys: str) -> TargetExtractor:
@@ -228,6 +230,18 @@ def _zip_state(fn: Callable[[Any, Any], Any], first: Any, second: Any) -> Any:
     return fn(first, second)
 
 
+@contextmanager
+def eval_mode(module: RLModule) -> Iterator[None]:
+    """`module` in eval mode for the block (analysis reads, never trains), its training flag
+    restored afterwards."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)
+
+
 def _module_device(module: RLModule) -> torch.device:
     parameter = next(iter(module.parameters()), None)
     return parameter.device if parameter is not None else torch.device("cpu")
@@ -241,6 +255,9 @@ class ModuleStepper:
     STATE_OUT fed back, as RLlib's env runner does. Actions: "greedy" makes the inference
     distribution deterministic, "sample" draws from the exploration distribution (torch's
     RNG), "random" returns the module's greedy actions too (the caller replaces them).
+
+    The one way analysis steps a module: `collect_rollouts` (`step`), replay (`read`) and
+    interventions (`read_tensors`) build their batches and carry the state here.
     """
 
     def __init__(
@@ -290,16 +307,26 @@ class ModuleStepper:
     def step(self, obs: np.ndarray) -> tuple[np.ndarray, Any]:
         """(actions (N, ...), representations) for one batch of observations:
         representations (N, d), or {name: (N, d)} when the extractor returns a mapping."""
-        actions, features = self._advance(obs, act=True)
-        return actions, features
+        _, actions, features = self._advance(obs, act=True)
+        return actions, self._arrays(features)
 
     def read(self, obs: np.ndarray) -> Any:
         """The representations of `step` without choosing actions (replay). When the
         extractor also returns the state after the step (as `encode_step` does), the
         module's forward pass is skipped: that state is the one acting would carry."""
-        return self._advance(obs, act=False)[1]
+        return self._arrays(self._advance(obs, act=False)[2])
 
-    def _advance(self, obs: np.ndarray, *, act: bool) -> tuple[np.ndarray | None, Any]:
+    def read_tensors(self, obs: np.ndarray) -> tuple[dict[str, Any], Any]:
+        """`read` without turning the representations into arrays: (the batch the module
+        read, its STATE_IN the state before this step; what the extractor returned, as
+        tensors on the module's device). The state is carried as `read` carries it. For an
+        analysis that runs more of the module from this step (interventions)."""
+        batch, _, features = self._advance(obs, act=False)
+        return batch, features
+
+    def _batch(self, obs: np.ndarray) -> dict[str, Any]:
+        """The module's batch of one step: obs as tensors on its device (a time axis of 1
+        for a stateful module) and, for a stateful module, STATE_IN the carried state."""
         # Contiguous, as an env returns them: a strided slice of a recorded array would take
         # other kernels and round differently.
         if isinstance(obs, Mapping):  # a Dict observation: one tensor per key
@@ -319,6 +346,12 @@ class ModuleStepper:
         batch: dict[str, Any] = {OBS: module_obs}
         if self.stateful:
             batch[STATE_IN] = self.state
+        return batch
+
+    def _advance(self, obs: np.ndarray, *, act: bool) -> tuple[dict[str, Any], Any, Any]:
+        """(the step's batch, actions or None, the extractor's features) of one step; the
+        state after it carried."""
+        batch = self._batch(obs)
         actions = None
         with torch.inference_mode():
             read = self.representation(self.module, batch)
@@ -343,9 +376,12 @@ class ModuleStepper:
                     actions = (actions[:, 0] if self.stateful else actions).cpu().numpy()
         if self.stateful:
             self.state = state_out
+        return batch, actions, features
+
+    def _arrays(self, features: Any) -> Any:
         if isinstance(features, Mapping):
-            return actions, {name: self._features(value) for name, value in features.items()}
-        return actions, self._features(features)
+            return {name: self._features(value) for name, value in features.items()}
+        return self._features(features)
 
     def _features(self, features: torch.Tensor) -> np.ndarray:
         if self.stateful and features.dim() >= 3:
@@ -459,36 +495,31 @@ def collect_rollouts(
     stream = tuple(stream)
     seeds = [stream_seed(seed, *stream, "episode", str(i)) for i in range(n_episodes)]
     action_rng = stream_rng(seed, *stream, "random_actions")
-    was_training = module.training
-    module.eval()
     parts: list[tuple[np.ndarray, ...]] = []
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(stream_seed(seed, *stream, "actions"))
-            for start in range(0, n_episodes, num_envs):
-                chunk = seeds[start : start + num_envs]
-                env = make_env(len(chunk))
-                try:
-                    parts.append(
-                        _collect_batch(
-                            module,
-                            env,
-                            chunk,
-                            episode_steps,
-                            warmup_steps,
-                            target,
-                            representation,
-                            policy,
-                            preprocess,
-                            action_transform,
-                            action_rng,
-                            actor,
-                        )
+    with eval_mode(module), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(stream_seed(seed, *stream, "actions"))
+        for start in range(0, n_episodes, num_envs):
+            chunk = seeds[start : start + num_envs]
+            env = make_env(len(chunk))
+            try:
+                parts.append(
+                    _collect_batch(
+                        module,
+                        env,
+                        chunk,
+                        episode_steps,
+                        warmup_steps,
+                        target,
+                        representation,
+                        policy,
+                        preprocess,
+                        action_transform,
+                        action_rng,
+                        actor,
                     )
-                finally:
-                    env.close()
-    finally:
-        module.train(was_training)
+                )
+            finally:
+                env.close()
     observations, features, targets, actions, rewards, warmup = (
         np.concatenate(p) for p in zip(*parts, strict=True)
     )

@@ -51,6 +51,10 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
 
     Action spaces: Discrete (categorical logits) or a 1-D Box of any size
     (RLlib's TorchDiagGaussian: the pi head outputs means and log-stds).
+
+    Analysis contracts (`rl_harness.analysis.module_api`, checked for every bundled module
+    by tests/analysis/test_module_api.py): `EncoderAPI` (`encode`) and `PolicyHeadsAPI`
+    (`forward_heads`); subclasses add what they state.
     """
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("head_hidden_sizes", "activation", *INIT_KEYS)

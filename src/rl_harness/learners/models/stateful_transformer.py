@@ -73,7 +73,11 @@ def _prev_action_dim(space: gym.Space) -> int:
 
 
 class StatefulTransformerActorCritic(ActorCriticRLModule):
-    """Causal transformer over the agent's own past steps, with a carried K/V cache."""
+    """Causal transformer over the agent's own past steps, with a carried K/V cache.
+
+    Analysis contracts: the base's plus `StepEncoderAPI` (`encode_step`),
+    `ResidualStreamAPI` (`encode_step_residuals`) and `ResidualEditAPI`
+    (`encode_step_edited`)."""
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
         "max_seq_len",

@@ -24,7 +24,8 @@ TRAIN_FORWARDS = ("per_window", "prefix_shared")
 
 
 class TransformerActorCritic(ActorCriticRLModule):
-    """Causal transformer over the window each observation carries; stateless.
+    """Causal transformer over the window each observation carries; stateless. Analysis
+    contracts: the base's plus `ResidualStreamAPI` (`encode_step_residuals`).
 
     The observation is the window (see `spaces.window_layout`): Box (W, D), Box (W * D,)
     with "context_len" = W and "feature_dim" = D, MultiDiscrete (W,) token ids, or a Dict
