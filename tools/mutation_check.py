@@ -637,6 +637,18 @@ MUTATIONS = [
         "a null value equal to the observed one up to rounding would not count: p too small",
     ),
     Mutation(
+        "ridge-solver-keeps-rounding-directions",
+        "analysis/probes/affine.py",
+        (
+            (
+                "cutoff = s.max(initial=0.0) * max(xc.shape) * np.finfo(np.float64).eps",
+                "cutoff = 0.0",
+            ),
+        ),
+        ("tests/analysis/test_probe_golden.py::test_a_rank_deficient_fit_is_the_minimum_norm_one",),
+        "a rank-deficient ridge-0 probe (simplex beliefs, layer norm) would fit rounding noise",
+    ),
+    Mutation(
         "within-variance-all-steps",
         "analysis/probes/branches.py",
         (

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     RunArtifacts,
     collect_rollouts,
     evaluate_probe,
@@ -21,18 +22,20 @@ from rl_harness.envs.hmm import HMMVectorEnv
 from tests.analysis.conftest import ENV_CONFIG, EPISODE_LENGTH
 from tests.analysis.test_replay import build, rollouts_of
 
-PROBE = dict(n_bootstrap=30, test_fraction=0.34)
+PROBE = dict(n_bootstrap=30, test_fraction=0.34, branch_depth=1)
 
 
 def test_probe_layers_probes_every_residual_with_the_agents_split():
     module = build("transformer", seed=0)
     rollouts = rollouts_of(module)
     tokens = rollouts.observations[..., :3]
-    options = dict(PROBE, branch_tokens=tokens, branch_k=1)
-    layers = probe_layers(module, rollouts, seed=4, **options)
+    settings = ProbeSettings(seed=4, **PROBE)
+    layers = probe_layers(module, rollouts, settings, branch_tokens=tokens)
     assert list(layers.reports) == ["embed", "block_1", "block_2", "final_norm"]
     # The last row is the agent's own probe: same representation, split and resamples.
-    agent = evaluate_probe(rollouts.representations, rollouts.targets, seed=4, **options).report
+    agent = evaluate_probe(
+        rollouts.representations, rollouts.targets, settings, branch_tokens=tokens
+    ).report
     assert layers.reports["final_norm"].to_dict() == agent.to_dict()
     table = layers.table()
     assert [row["name"] for row in table] == list(layers.reports)
@@ -66,18 +69,23 @@ def test_probe_checkpoints_replays_the_same_rollouts_through_each(checkpoint_pai
         target=info_target("belief"),
     )
     tokens = rollouts.observations
-    options = dict(PROBE, branch_tokens=tokens, branch_k=1)
+    settings = ProbeSettings(seed=1, **PROBE)
     # Given out of order: the rows come back sorted by env steps.
-    probes = probe_checkpoints(checkpoint_pairs[::-1], rollouts, seed=1, **options)
+    probes = probe_checkpoints(checkpoint_pairs[::-1], rollouts, settings, branch_tokens=tokens)
     assert [p.env_steps for p in probes] == [s for s, _ in checkpoint_pairs]
     # The final checkpoint on its own rollouts is exactly the agent's probe.
-    agent = evaluate_probe(rollouts.representations, rollouts.targets, seed=1, **options).report
+    agent = evaluate_probe(
+        rollouts.representations, rollouts.targets, settings, branch_tokens=tokens
+    ).report
     assert probes[-1].r2_pooled == agent.r2_pooled
     assert probes[-1].within_branch_r2_pooled == agent.within_branch.r2_pooled
     assert probes[0].r2_pooled != probes[-1].r2_pooled  # other weights, other features
     # One checkpoint listed twice gives the same numbers at both points.
     twice = probe_checkpoints(
-        [(0, checkpoint_pairs[0][1]), (10, checkpoint_pairs[0][1])], rollouts, seed=1, **options
+        [(0, checkpoint_pairs[0][1]), (10, checkpoint_pairs[0][1])],
+        rollouts,
+        settings,
+        branch_tokens=tokens,
     )
     assert twice[0].r2_pooled == twice[1].r2_pooled == probes[0].r2_pooled
     assert twice[0].to_dict()["env_steps"] == 0

@@ -4,7 +4,8 @@
     run_checkpoints(run)                            checkpoints with iteration and env steps
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
-    evaluate_probe(representations, targets, ...)   affine probe scored on held-out episodes
+    evaluate_probe(representations, targets, ProbeSettings(seed=...))   affine probe scored
+                                                    on held-out episodes
     replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
     compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
     memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
         PermutationNull,
         ProbeEvaluation,
         ProbeReport,
+        ProbeSettings,
         WithinBranchReport,
         branch_ids,
         conditional_permutation_null,
@@ -163,6 +165,7 @@ _EXPORTS = {
     "Estimate": "rl_harness.analysis.probes",
     "ProbeEvaluation": "rl_harness.analysis.probes",
     "ProbeReport": "rl_harness.analysis.probes",
+    "ProbeSettings": "rl_harness.analysis.probes",
     "evaluate_probe": "rl_harness.analysis.probes",
     "fit_affine": "rl_harness.analysis.probes",
     "barycentric_xy": "rl_harness.analysis.plots",
@@ -253,6 +256,7 @@ __all__ = [
     "PolicyHeadsAPI",
     "ProbeEvaluation",
     "ProbeReport",
+    "ProbeSettings",
     "ResidualEditAPI",
     "ResidualStreamAPI",
     "Rollouts",

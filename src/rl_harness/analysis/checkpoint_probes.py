@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from rl_harness.analysis.probes.bootstrap import Estimate
-from rl_harness.analysis.probes.evaluate import DEFAULT_STREAM, evaluate_probe
+from rl_harness.analysis.probes.evaluate import evaluate_probe
+from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts, encode_representation
 
@@ -48,23 +49,25 @@ class CheckpointProbe:
 def probe_checkpoints(
     checkpoints: Sequence[tuple[int, Path | str]],
     rollouts: Rollouts,
+    settings: ProbeSettings | None = None,
     *,
-    seed: int,
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     targets: np.ndarray | None = None,
+    target_names: Sequence[str] | None = None,
+    branch_tokens: np.ndarray | None = None,
     module_id: str | None = None,
-    stream: Sequence[str] = DEFAULT_STREAM,
     progress: Callable[[str], None] | None = None,
-    **probe_options: Any,
+    **options: Any,
 ) -> list[CheckpointProbe]:
     """For each (env_steps, checkpoint) (sorted by env steps): load its module, replay
     `rollouts` through it and probe the representation for `targets` (default
-    `rollouts.targets`) with `evaluate_probe(..., seed=seed, stream=stream,
-    **probe_options)`; the same seed and stream give every checkpoint the same split and
-    resamples."""
+    `rollouts.targets`) with `evaluate_probe` under `settings` (or keyword `options`:
+    `seed=`, `ridge=`, `branch_k=`, ...); one settings record gives every checkpoint the
+    same split and resamples."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
+    settings = probe_settings(settings, options)
     y = rollouts.targets if targets is None else targets
     out = []
     for steps, checkpoint in sorted(checkpoints, key=lambda pair: pair[0]):
@@ -72,7 +75,9 @@ def probe_checkpoints(
         features = replay_rollouts(
             module, rollouts, representation=representation, preprocess=preprocess
         )
-        report = evaluate_probe(features, y, seed=seed, stream=stream, **probe_options).report
+        report = evaluate_probe(
+            features, y, settings, target_names=target_names, branch_tokens=branch_tokens
+        ).report
         within = report.within_branch
         out.append(
             CheckpointProbe(

@@ -34,7 +34,8 @@ import torch
 
 from rl_harness.analysis.probes.affine import AffineProbe
 from rl_harness.analysis.probes.bootstrap import Estimate
-from rl_harness.analysis.probes.evaluate import DEFAULT_STREAM, evaluate_probe
+from rl_harness.analysis.probes.evaluate import evaluate_probe
+from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts, rollout_observations
 from rl_harness.analysis.rollouts import (
     ACTION_DIST_INPUTS,
@@ -82,31 +83,33 @@ class ClosedLoopProbe:
 def probe_checkpoints_closed_loop(
     checkpoints: Sequence[tuple[int, Path | str]],
     collect: Callable[[RLModule], Rollouts],
+    settings: ProbeSettings | None = None,
     *,
-    seed: int,
     branch_tokens: Callable[[Rollouts], np.ndarray] | None = None,
     score: Callable[[Rollouts], dict[str, float]] | None = None,
+    target_names: Sequence[str] | None = None,
     module_id: str | None = None,
-    stream: Sequence[str] = DEFAULT_STREAM,
-    **probe_options: Any,
+    **options: Any,
 ) -> list[ClosedLoopProbe]:
     """For each (env_steps, checkpoint), oldest first: load its module, let it play
     `collect(module)` (the same seeds every time: only the policy differs) and probe its
-    representations for its own targets (`evaluate_probe(..., seed=seed, stream=stream)`;
-    `branch_tokens(rollouts)` gives the within-branch codes, with `branch_k` in
-    `probe_options`). Save `[p.to_dict() for p in ...]` as a JSON list and compare the last
-    one with `rl-harness compare --metric FILE.json:probes[-1]/r2_pooled`."""
+    representations for its own targets (`evaluate_probe` under `settings`, or keyword
+    `options`: `seed=`, `ridge=`, `branch_k=`, ...; `branch_tokens(rollouts)` gives the
+    within-branch codes). Save `[p.to_dict() for p in ...]` as a JSON list and compare the
+    last one with `rl-harness compare --metric FILE.json:probes[-1]/r2_pooled`."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
+    settings = probe_settings(settings, options)
     out = []
     for steps, checkpoint in sorted(checkpoints, key=lambda pair: pair[0]):
         module = load_module(Path(checkpoint), module_id or DEFAULT_MODULE_ID)
         rollouts = collect(module)
-        options = dict(probe_options)
-        if branch_tokens is not None:
-            options["branch_tokens"] = branch_tokens(rollouts)
         report = evaluate_probe(
-            rollouts.representations, rollouts.targets, seed=seed, stream=stream, **options
+            rollouts.representations,
+            rollouts.targets,
+            settings,
+            target_names=target_names,
+            branch_tokens=None if branch_tokens is None else branch_tokens(rollouts),
         ).report
         within = report.within_branch
         out.append(

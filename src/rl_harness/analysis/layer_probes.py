@@ -3,8 +3,8 @@
 `probe_layers(module, rollouts, ...)` replays the rollouts once through the module with an
 extractor of named representations (default `replay.residual_representations`: "embed",
 "block_1".."block_L" before the final norm, "final_norm" after it) and fits the same affine
-probe to each, with the same split, bootstrap resamples and branches (same `seed` and
-`stream` as the agent's probe), globally and within branches.
+probe to each under one `ProbeSettings` (the agent probe's: the same split, bootstrap
+resamples and branches), globally and within branches.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.evaluate import (
-    DEFAULT_STREAM,
-    ProbeEvaluation,
-    ProbeReport,
-    evaluate_probe,
-)
+from rl_harness.analysis.probes.evaluate import ProbeEvaluation, ProbeReport, evaluate_probe
+from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts_named, residual_representations
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts
 
@@ -65,18 +61,21 @@ class LayerProbes:
 def probe_named(
     named: dict[str, np.ndarray],
     targets: np.ndarray,
+    settings: ProbeSettings | None = None,
     *,
-    seed: int,
-    stream: Sequence[str] = DEFAULT_STREAM,
+    target_names: Sequence[str] | None = None,
+    branch_tokens: np.ndarray | None = None,
     progress: Callable[[str], None] | None = None,
-    **probe_options: Any,
+    **options: Any,
 ) -> LayerProbes:
     """`evaluate_probe` of each (E, T, d) representation in `named` against the same
-    targets with the same options (split and resamples shared through `seed`/`stream`)."""
+    targets under the same `settings` (or keyword `options`: `seed=`, `ridge=`, ...), so
+    every representation gets the same split and resamples."""
+    settings = probe_settings(settings, options)
     reports, evaluations = {}, {}
     for name, features in named.items():
         evaluations[name] = evaluate_probe(
-            features, targets, seed=seed, stream=stream, **probe_options
+            features, targets, settings, target_names=target_names, branch_tokens=branch_tokens
         )
         reports[name] = evaluations[name].report
         if progress is not None:
@@ -88,27 +87,28 @@ def probe_named(
 def probe_layers(
     module: RLModule,
     rollouts: Rollouts,
+    settings: ProbeSettings | None = None,
     *,
-    seed: int,
     representation: RepresentationExtractor = residual_representations,
     preprocess: Preprocess | None = None,
     targets: np.ndarray | None = None,
-    stream: Sequence[str] = DEFAULT_STREAM,
+    target_names: Sequence[str] | None = None,
+    branch_tokens: np.ndarray | None = None,
     progress: Callable[[str], None] | None = None,
-    **probe_options: Any,
+    **options: Any,
 ) -> LayerProbes:
     """Replay `rollouts` through `module` once, collecting every named representation, and
-    probe each for `targets` (default `rollouts.targets`). `probe_options` go to
-    `evaluate_probe` (ridge, test_fraction, n_bootstrap, target_names, branch_tokens,
-    branch_k, ...)."""
+    probe each for `targets` (default `rollouts.targets`) under `settings` (or keyword
+    `options`: `seed=`, `ridge=`, `test_fraction=`, `n_bootstrap=`, `branch_k=`, ...)."""
+    settings = probe_settings(settings, options)
     named = replay_rollouts_named(
         module, rollouts, representation=representation, preprocess=preprocess
     )
     return probe_named(
         named,
         rollouts.targets if targets is None else targets,
-        seed=seed,
-        stream=stream,
+        settings,
+        target_names=target_names,
+        branch_tokens=branch_tokens,
         progress=progress,
-        **probe_options,
     )

@@ -1,11 +1,12 @@
-"""Memory versus a finite window: how well does the last k steps' input predict the target?
+"""Memory versus a baseline window: how well do the last k steps' inputs predict the target?
 
 A probe that reads the decision belief from an agent's representation shows memory only if
-it beats what a finite window of the agent's own input already determines. The belief is a
-function of the visible tokens *and the agent's executed actions*, so the window baseline
-reads both: at each step the last k per-step input vectors (e.g. the visible token one-hot
-and the previous executed action), newest first (`probes.window_features`, warm-up steps as
-history so recorded steps see full windows).
+it beats what a baseline window of the agent's own input (its last k steps; not the env's
+observation window nor the transformer's attention context: see docs/probes.md) already
+determines. The belief is a function of the visible tokens *and the agent's executed
+actions*, so the baseline window reads both: at each step the last k per-step input vectors
+(e.g. the visible token one-hot and the previous executed action), newest first
+(`probes.window_features`, warm-up steps as history so recorded steps see full windows).
 
 The baseline is nonlinear: a small MLP (`WindowRegressor`: GELU hidden layers, squared
 error, Adam with a cosine learning-rate decay, inputs standardized on the train steps),
@@ -249,29 +250,24 @@ def compare_with_windows(
     targets: np.ndarray,
     *,
     ks: Sequence[int],
-    seed: int,
+    seed: int | None = None,
     history: np.ndarray | None = None,
     branchings: Mapping[str, np.ndarray] | None = None,
     regressor: WindowRegressor | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
     progress: Progress | None = None,
 ) -> WindowTable:
-    """Window baselines k in `ks` against the agent's probe `agent` (its split, its test
-    predictions and its bootstrap resamples). `sequence` (E, T, m) is the window's input for
-    all episodes (never the target itself: for an env that shows the belief, pass only the
-    token and action parts), `targets` (E, T, n) the probe's targets, `branchings` {name:
-    (E, T) labels} the branches to score within."""
-    if agent.bootstrap_weights is None:
-        raise ValueError("the agent's ProbeEvaluation carries no bootstrap weights")
+    """Baseline windows k in `ks` against the agent's probe `agent` (its split, its test
+    predictions and its bootstrap resamples; `seed` defaults to its `ProbeSettings.seed`).
+    `sequence` (E, T, m) is the window's input for all episodes (never the target itself:
+    for an env that shows the belief, pass only the token and action parts), `targets`
+    (E, T, n) the probe's targets, `branchings` {name: (E, T) labels} the branches to score
+    within."""
+    common = agent.scoring(branchings)
+    seed = agent.settings.seed if seed is None else seed
     y = np.asarray(targets, dtype=np.float64)
     test = agent.test_episodes
     held_out = y[test]
-    within = {name: np.asarray(labels)[test] for name, labels in (branchings or {}).items()}
-    excluded = set(agent.report.r2_pooled_excludes)
-    include = np.array([name not in excluded for name in agent.report.target_names])
-    weights = agent.bootstrap_weights
-    confidence = agent.report.confidence
-    common = dict(weights=weights, branchings=within, confidence=confidence, include=include)
     agent_scores = held_out_scores(held_out, agent.test_predictions, **common)
     regressor = regressor or WindowRegressor()
     fits = fit_window_baselines(

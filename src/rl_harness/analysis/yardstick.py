@@ -3,20 +3,22 @@
 A within-branch R² of 0.9 says little until it is set against what a known amount of memory
 gives on the same steps. Everything here scores on an agent probe's own split and bootstrap
 resamples (`ProbeEvaluation`: its train episodes fit, its test episodes score, its
-resamples give paired agent-minus-baseline intervals), with the same branchings:
+resamples give paired agent-minus-baseline intervals, `ProbeEvaluation.scoring`), with the
+same branchings and, unless given, the seed and ridge of its `ProbeSettings`:
 
 - `memory_yardstick`: the caller's beliefs of an exact Bayes filter that sees only the last
-  m steps (`rl_harness.envs.hmm.window_beliefs`, one array per m), each read by the same
-  affine probe the agent gets (fitted on the train episodes to the exact targets). Its
+  m steps (filter memory m; `rl_harness.envs.hmm.window_beliefs`, one array per m), each
+  read by the same affine probe the agent gets (fitted on the train episodes to the exact
+  targets; the agent's `ProbeSettings.ridge` unless another is given). Its
   `equivalent_memory` says how many steps of exact filtering the agent's R² is worth: the
   smallest m whose filter reaches it, and a linear interpolation between the two m that
   bracket it (a reading aid: R² is not linear in m).
-- `random_feature_probe`: untrained random ReLU features of an input window (inputs
+- `random_feature_probe`: untrained random ReLU features of a baseline window (inputs
   standardized on the train steps, weights N(0, 1 / n_inputs), biases N(0, 1), from the named
   stream `(*stream, "width<w>")`), read by an affine probe on the agent's split (give it a
   small ridge: a wide fit is ill-conditioned near 0): what a wide untrained nonlinear map of
   the input gives without any training.
-- `mlp_probe`: the window baselines' MLP (`windows.WindowRegressor`) fitted to any
+- `mlp_probe`: the baseline windows' MLP (`windows.WindowRegressor`) fitted to any
   per-step features, e.g. the agent's representation, so the agent is read by the same
   nonlinear probe the windows get (like for like).
 - `untrained_like(module, seed)`: a module of the same class, spaces and model config with
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rl_harness.analysis.probes.affine import fit_affine
+from rl_harness.analysis.probes.branches import branch_sums, within_scores
 from rl_harness.analysis.probes.paired import HeldOutScores, held_out_scores, paired_difference
 from rl_harness.analysis.windows import WindowRegressor, _fit_predict
 from rl_harness.seeding import stream_rng, stream_seed
@@ -55,22 +58,6 @@ def _per_step(name: str, values: np.ndarray, episodes_steps: tuple[int, int]) ->
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} holds NaN or infinite values")
     return array
-
-
-def _scoring(agent: ProbeEvaluation, branchings: Mapping[str, np.ndarray] | None) -> dict:
-    """held_out_scores' keyword arguments on the agent's test episodes and resamples."""
-    if agent.bootstrap_weights is None:
-        raise ValueError("the agent's ProbeEvaluation carries no bootstrap weights")
-    test = agent.test_episodes
-    excluded = set(agent.report.r2_pooled_excludes)
-    return {
-        "weights": agent.bootstrap_weights,
-        "branchings": {
-            name: np.asarray(labels)[test] for name, labels in (branchings or {}).items()
-        },
-        "confidence": agent.report.confidence,
-        "include": np.array([name not in excluded for name in agent.report.target_names]),
-    }
 
 
 def affine_test_predictions(
@@ -203,17 +190,19 @@ def memory_yardstick(
     targets: np.ndarray,
     *,
     branchings: Mapping[str, np.ndarray] | None = None,
-    ridge: float = 0.0,
+    ridge: float | None = None,
     branch_k: int | None = None,
 ) -> MemoryYardstick:
-    """Score each m's truncated-filter beliefs (E, T, S) against `targets` (E, T, k) with
-    the agent's protocol: an affine probe fitted on its train episodes, R² on its test
-    episodes (global and within each branching (E, T) labels), paired differences on its
-    bootstrap resamples. `branch_k`: the branchings' token length (within-branch readings of
-    the equivalent memory start at m = branch_k)."""
+    """Score each filter memory m's beliefs (E, T, S) against `targets` (E, T, k) with the
+    agent's protocol: an affine probe fitted on its train episodes (ridge: the agent's
+    `ProbeSettings.ridge` unless given), R² on its test episodes (global and within each
+    branching (E, T) labels), paired differences on its bootstrap resamples. `branch_k`:
+    the branchings' branch depth (within-branch readings of the equivalent memory start at
+    m = branch_k)."""
     if not beliefs_by_m:
-        raise ValueError("beliefs_by_m holds no window length")
-    common = _scoring(agent, branchings)
+        raise ValueError("beliefs_by_m holds no filter memory m")
+    ridge = agent.settings.ridge if ridge is None else ridge
+    common = agent.scoring(branchings)
     held_out = np.asarray(targets, dtype=np.float64)[agent.test_episodes]
     rows = [
         _baseline(
@@ -252,17 +241,20 @@ def random_feature_probe(
     agent: ProbeEvaluation,
     *,
     widths: Sequence[int],
-    seed: int,
+    seed: int | None = None,
     branchings: Mapping[str, np.ndarray] | None = None,
-    ridge: float = 0.0,
+    ridge: float | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
 ) -> list[Baseline]:
     """For each width: the agent's affine probe protocol on untrained random ReLU features
-    (`random_relu_features`) of `inputs` (E, T, d), e.g. the agent's input window. Width w
-    draws from the named stream `(*stream, "width<w>")` of `seed`."""
+    (`random_relu_features`) of `inputs` (E, T, d), e.g. a baseline window of the agent's
+    inputs. Width w draws from the named stream `(*stream, "width<w>")` of `seed`; `seed`
+    and `ridge` default to the agent's `ProbeSettings` (give a wide map a small ridge)."""
+    seed = agent.settings.seed if seed is None else seed
+    ridge = agent.settings.ridge if ridge is None else ridge
     y = np.asarray(targets, dtype=np.float64)
     x = _per_step("inputs", inputs, y.shape[:2])
-    common = _scoring(agent, branchings)
+    common = agent.scoring(branchings)
     rows = []
     for width in widths:
         rng = stream_rng(seed, *stream, f"width{width}")
@@ -282,16 +274,17 @@ def mlp_probe(
     targets: np.ndarray,
     agent: ProbeEvaluation,
     *,
-    seed: int,
+    seed: int | None = None,
     name: str = "mlp",
     branchings: Mapping[str, np.ndarray] | None = None,
     regressor: WindowRegressor | None = None,
     stream: Sequence[str] = (*DEFAULT_STREAM, "mlp"),
 ) -> Baseline:
-    """The window baselines' MLP (`WindowRegressor`, inputs standardized on the train steps)
+    """The baseline windows' MLP (`WindowRegressor`, inputs standardized on the train steps)
     from `features` (E, T, d) to `targets`, fitted on the agent's train episodes, scored on
     its test episodes. Initial weights from `(*stream, name, "init")`, minibatch order from
-    `(*stream, name, "batches")`."""
+    `(*stream, name, "batches")` of `seed` (default: the agent's `ProbeSettings.seed`)."""
+    seed = agent.settings.seed if seed is None else seed
     y = np.asarray(targets, dtype=np.float64)
     x = _per_step("features", features, y.shape[:2])
     regressor = regressor or WindowRegressor()
@@ -315,24 +308,20 @@ def mlp_probe(
         "stream": [*stream, name],
     }
     predictions = test_pred.reshape(len(test), y.shape[1], y.shape[2])
-    return _baseline(name, y, agent, predictions, _scoring(agent, branchings), details)
+    return _baseline(name, y, agent, predictions, agent.scoring(branchings), details)
 
 
 def within_branch_variance_fraction(targets: np.ndarray, labels: np.ndarray) -> float:
     """Sum over targets of the squared deviations from each branch's mean, over the same
     from the overall mean: the share of the variance a within-branch R² is about (branches
-    of one step hold none). `targets` (E, T, k), `labels` (E, T)."""
+    of one step hold none; `within_scores`' SST). `targets` (E, T, k), `labels` (E, T)."""
     y = np.asarray(targets, dtype=np.float64)
-    flat_labels = np.asarray(labels).reshape(-1)
-    flat = y.reshape(-1, y.shape[-1])
-    if flat_labels.shape[0] != flat.shape[0]:
+    if y.ndim != 3 or np.size(labels) != y.shape[0] * y.shape[1]:
         raise ValueError(f"labels cover {np.shape(labels)}, targets {y.shape}")
+    flat = y.reshape(-1, y.shape[-1])
     total = ((flat - flat.mean(axis=0)) ** 2).sum()
-    _, codes = np.unique(flat_labels, return_inverse=True)
-    counts = np.bincount(codes).astype(np.float64)
-    sums = np.zeros((counts.size, flat.shape[1]))
-    np.add.at(sums, codes, flat)
-    within = (flat**2).sum() - ((sums**2) / counts[:, None]).sum()
+    per_step = np.reshape(labels, y.shape[:2])
+    within = within_scores(branch_sums(y, y, per_step).total()).sst.sum()
     return float(within / total) if total > 0 else float("nan")
 
 

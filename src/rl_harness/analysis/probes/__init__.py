@@ -1,6 +1,8 @@
 """Affine probes of representations, scored on held-out episodes with bootstrap intervals.
 
-Pure NumPy/SciPy: `fit_affine` / `AffineProbe` (least squares with bias, optional ridge),
+Pure NumPy/SciPy: `ProbeSettings` (the protocol every probe entry point takes),
+`fit_affine` / `AffineProbe` (least squares with bias, optional ridge; `ridge_solver`, the
+one solver, factored once so a permutation null's refits share it),
 `episode_sums` / `scores` (R² per target and pooled, RMSE, MSE, baselines),
 `split_episodes`, `bootstrap_weights` / `percentile_interval`, within-branch R²
 (`branch_ids`, `branch_sums`, `within_scores`), permutation nulls (`permutation_null` of the
@@ -10,7 +12,7 @@ windows of a sequence and binned actions (`window_features`, `quantile_bins`), a
 `evaluate_probe`, which composes them into a `ProbeReport` (with `to_dict()`).
 """
 
-from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
+from rl_harness.analysis.probes.affine import AffineProbe, RidgeSolver, fit_affine, ridge_solver
 from rl_harness.analysis.probes.bootstrap import (
     Estimate,
     bootstrap_weights,
@@ -38,10 +40,15 @@ from rl_harness.analysis.probes.permutation import (
     within_branch_shuffle,
 )
 from rl_harness.analysis.probes.scores import EpisodeSums, Scores, episode_sums, scores
+from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.analysis.probes.windows import quantile_bins, window_features
 
 __all__ = [
+    "ProbeSettings",
+    "RidgeSolver",
+    "probe_settings",
+    "ridge_solver",
     "HeldOutScores",
     "conditional_permutation_null",
     "held_out_scores",

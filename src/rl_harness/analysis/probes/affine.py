@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 
 def as_matrix(name: str, values: np.ndarray) -> np.ndarray:
@@ -33,24 +32,52 @@ class AffineProbe:
         return x @ self.weights + self.bias
 
 
+@dataclass(frozen=True)
+class RidgeSolver:
+    """Ridge least squares on one representation matrix, factored once.
+
+    `weights(centred_targets)` = V diag(s / (s² + ridge)) (Uᵀ centred_targets), from the
+    SVD U diag(s) Vᵀ of the centred representations: the minimizer of |X W - Y|² +
+    ridge |W|², and the minimum-norm least-squares solution when ridge = 0 and X is
+    rank-deficient (singular values below max(n, d) * eps * s_max count as zero). Many
+    target sets (a permutation null's refits) share the one factorization.
+    """
+
+    x_mean: np.ndarray  # (d,) the representations' mean, subtracted before the SVD
+    ridge: float
+    left: np.ndarray  # (n, r) U
+    right: np.ndarray  # (d, r) V diag(s / (s² + ridge)), zero columns for dropped s
+
+    def weights(self, centred_targets: np.ndarray) -> np.ndarray:
+        """(d, m) weights for (n, m) targets centred on their own mean."""
+        return self.right @ (self.left.T @ centred_targets)
+
+
+def ridge_solver(representations: np.ndarray, ridge: float = 0.0) -> RidgeSolver:
+    """Factor (n, d) representations once for `RidgeSolver.weights`; ridge >= 0."""
+    x = as_matrix("representations", representations)
+    if not np.isfinite(ridge) or ridge < 0:
+        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+    x_mean = x.mean(axis=0)
+    xc = x - x_mean
+    u, s, vt = np.linalg.svd(xc, full_matrices=False)
+    cutoff = s.max(initial=0.0) * max(xc.shape) * np.finfo(np.float64).eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(s > cutoff, s / (s**2 + ridge), 0.0)
+    return RidgeSolver(x_mean=x_mean, ridge=float(ridge), left=u, right=vt.T * gain)
+
+
 def fit_affine(representations: np.ndarray, targets: np.ndarray, ridge: float = 0.0) -> AffineProbe:
     """Least squares with a bias; `ridge` > 0 adds ridge * |W|^2 (the bias is not penalized).
 
-    Centering first makes the bias exact and unpenalized. The ridge term is solved as
-    ordinary least squares on rows augmented with sqrt(ridge) * I (stable, no normal
-    equations); rank-deficient representations get the minimum-norm solution.
+    Centering first makes the bias exact and unpenalized; the weights come from
+    `ridge_solver` (one SVD; minimum-norm for rank-deficient representations).
     """
     x = as_matrix("representations", representations)
     y = as_matrix("targets", targets)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"{x.shape[0]} representations but {y.shape[0]} targets")
-    if not np.isfinite(ridge) or ridge < 0:
-        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
-    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
-    xc, yc = x - x_mean, y - y_mean
-    if ridge > 0:
-        d = x.shape[1]
-        xc = np.vstack([xc, np.sqrt(ridge) * np.eye(d)])
-        yc = np.vstack([yc, np.zeros((d, y.shape[1]))])
-    weights = scipy.linalg.lstsq(xc, yc, lapack_driver="gelsd")[0]
-    return AffineProbe(weights=weights, bias=y_mean - x_mean @ weights, ridge=float(ridge))
+    solver = ridge_solver(x, ridge)
+    y_mean = y.mean(axis=0)
+    weights = solver.weights(y - y_mean)
+    return AffineProbe(weights=weights, bias=y_mean - solver.x_mean @ weights, ridge=solver.ridge)

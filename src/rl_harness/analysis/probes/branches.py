@@ -20,29 +20,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rl_harness.analysis.probes.windows import window_features
+
 
 def branch_ids(tokens: np.ndarray, k: int) -> np.ndarray:
-    """(E, T) branch labels 0..B-1 from (E, T) or (E, T, m) visible tokens and window k >= 0.
+    """(E, T) branch labels 0..B-1 from (E, T) or (E, T, m) per-step codes and branch depth
+    k >= 0.
 
-    Step t belongs to the branch of (tokens[t-k+1], ..., tokens[t]); positions before the
-    episode start count as 'none', so early steps never share a branch with later ones.
-    k = 0 puts every step in one branch (within-branch R² is then the global R²).
+    Step t belongs to the branch of (tokens[t-k+1], ..., tokens[t]): its key is the last k
+    steps as `window_features` builds them (the baseline windows' input, so a branch and a
+    baseline window of the same k see the same steps), with positions before the episode
+    start marked absent, so early steps never share a branch with later ones. Labels number
+    the keys in sorted order, oldest step first. k = 0 puts every step in one branch
+    (within-branch R² is then the global R²).
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"the branch window k must be an int >= 0, got {k!r}")
+        raise ValueError(f"the branch depth k must be an int >= 0, got {k!r}")
     array = np.asarray(tokens)
     if array.ndim not in (2, 3) or min(array.shape) == 0:
         raise ValueError(f"tokens must be a non-empty (E, T) or (E, T, m) array, got {array.shape}")
     episodes, steps = array.shape[:2]
-    values = array.reshape(episodes, steps, -1).astype(np.float64)
     if k == 0:
         return np.zeros((episodes, steps), dtype=np.int64)
-    width = values.shape[2] + 1  # the tokens plus a 'present' flag
-    windows = np.zeros((episodes, steps, k, width))
-    for lag in range(k):  # lag 0 is the newest token
-        windows[:, lag:, k - 1 - lag, :-1] = values[:, : steps - lag]
-        windows[:, lag:, k - 1 - lag, -1] = 1.0
-    _, inverse = np.unique(windows.reshape(episodes * steps, -1), axis=0, return_inverse=True)
+    values = array.reshape(episodes, steps, -1).astype(np.float64)
+    keys = window_features(values, k).reshape(episodes, steps, k, -1)[:, :, ::-1]
+    _, inverse = np.unique(keys.reshape(episodes * steps, -1), axis=0, return_inverse=True)
     return inverse.reshape(episodes, steps).astype(np.int64)
 
 
@@ -110,10 +112,14 @@ class WithinScores:
     variance: np.ndarray  # (R, k) mean within-branch variance per used step
     steps_used: np.ndarray  # (R,) steps in branches with at least 2 steps
     branches_used: np.ndarray  # (R,)
+    sst: np.ndarray  # (R, k) squared deviations from the branch means, used branches
 
 
 def within_scores(sums: BranchSums, include: np.ndarray | None = None) -> WithinScores:
-    """Pooled-over-branches within-branch R² of (R, B, ...) summed statistics."""
+    """Pooled-over-branches within-branch R² of (R, B, ...) summed statistics: the one
+    place it is computed (probe reports, paired bootstraps, the conditional null's refits
+    and the yardstick's variance share all call it); `include` (k,) bools pick the targets
+    the pooled R² uses."""
     n = sums.count  # (R, B)
     used = n >= 2
     safe = np.where(n > 0, n, 1.0)[..., None]
@@ -128,4 +134,4 @@ def within_scores(sums: BranchSums, include: np.ndarray | None = None) -> Within
         sst_all = (sst * keep).sum(axis=-1)
         r2_pooled = np.where(sst_all > 0, 1.0 - (sse * keep).sum(axis=-1) / sst_all, np.nan)
         variance = np.where(steps[:, None] > 0, sst / steps[:, None], 0.0)
-    return WithinScores(r2, r2_pooled, variance, steps, used.sum(axis=1))
+    return WithinScores(r2, r2_pooled, variance, steps, used.sum(axis=1), sst)

@@ -9,7 +9,7 @@ as None with the reason, and the pooled R² leaves it out and lists it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +24,9 @@ from rl_harness.analysis.probes.permutation import (
     permutation_null,
 )
 from rl_harness.analysis.probes.scores import episode_sums, scores
+from rl_harness.analysis.probes.settings import DEFAULT_STREAM, ProbeSettings, probe_settings
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.seeding import stream_rng
-
-DEFAULT_STREAM = ("analysis", "probe")
-VARIANCE_TOL = 1e-10  # relative: variance <= tol * mean square counts as never varying
 
 
 def _to_json(value: Any) -> Any:
@@ -41,7 +39,8 @@ def _to_json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class WithinBranchReport:
-    """R² among steps with equal last `k` visible tokens (see `branches.py`), held out.
+    """R² among steps with equal last `k` visible tokens (k: the branch depth, see
+    `branches.py`), held out.
 
     Scores are None when the targets do not vary within branches (`undefined` says why).
     """
@@ -106,9 +105,27 @@ class ProbeEvaluation:
     train_episodes: np.ndarray  # indices into the episode axis
     test_episodes: np.ndarray
     test_predictions: np.ndarray  # (n_test_episodes, T, k)
+    settings: ProbeSettings  # the protocol; baselines scored on this split reuse it
     # (n_bootstrap, n_test_episodes) episode counts of the intervals: pass them to
     # `paired_difference` to compare another predictor on the same resamples.
     bootstrap_weights: np.ndarray | None = None
+
+    def scoring(self, branchings: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """`held_out_scores` / `paired_difference` keyword arguments that score any other
+        predictor like this probe: its bootstrap resamples and confidence, the targets its
+        pooled R² uses, and `branchings` {name: (E, T) labels} cut to its test episodes."""
+        if self.bootstrap_weights is None:
+            raise ValueError("the agent's ProbeEvaluation carries no bootstrap weights")
+        excluded = set(self.report.r2_pooled_excludes)
+        return {
+            "weights": self.bootstrap_weights,
+            "branchings": {
+                name: np.asarray(labels)[self.test_episodes]
+                for name, labels in (branchings or {}).items()
+            },
+            "confidence": self.settings.confidence,
+            "include": np.array([name not in excluded for name in self.report.target_names]),
+        }
 
 
 def _finite_or_none(value: np.ndarray) -> float | None:
@@ -138,31 +155,25 @@ def _episode_array(name: str, values: np.ndarray) -> np.ndarray:
 def evaluate_probe(
     representations: np.ndarray,
     targets: np.ndarray,
+    settings: ProbeSettings | None = None,
     *,
-    seed: int,
-    ridge: float = 0.0,
-    test_fraction: float = 0.25,
-    n_bootstrap: int = 1000,
-    confidence: float = 0.95,
     target_names: Sequence[str] | None = None,
-    stream: Sequence[str] = DEFAULT_STREAM,
     branch_tokens: np.ndarray | None = None,
-    branch_k: int | None = None,
-    n_permutations: int = 0,
-    n_within_permutations: int = 0,
-    variance_tol: float = VARIANCE_TOL,
+    **options: Any,
 ) -> ProbeEvaluation:
-    """Probe (n_episodes, T, d) representations for (n_episodes, T, k) targets.
+    """Probe (n_episodes, T, d) representations for (n_episodes, T, k) targets under
+    `settings` (or the same fields as keyword `options`: `seed=`, `ridge=`, `branch_k=`, ...).
 
-    With `branch_tokens` ((E, T) or (E, T, m) visible tokens) and `branch_k`, also report
-    within-branch R² over the last `branch_k` tokens (`branch_tokens` may hold any discrete
-    codes per step, e.g. tokens and binned actions side by side). With `n_permutations` > 0,
-    also a permutation null of the pooled R²; with `n_within_permutations` > 0, a
-    conditional null of the within-branch R² (`within_branch.permutation`). The split, the
-    bootstrap and the permutations draw from the named streams `(*stream, "split")`,
-    `(*stream, "bootstrap")`, `(*stream, "permutation")` and
-    `(*stream, "within_permutation")` of `seed`.
+    With `branch_tokens` ((E, T) or (E, T, m) per-step codes: visible tokens, or tokens and
+    binned actions side by side) and `settings.branch_depth`, also report within-branch R²
+    over branches of the last `branch_depth` codes. With `n_permutations` > 0, also a
+    permutation null of the pooled R²; with `n_within_permutations` > 0, a conditional null
+    of the within-branch R² (`within_branch.permutation`). The split, the bootstrap and the
+    permutations draw from the named streams `(*stream, "split")`, `(*stream,
+    "bootstrap")`, `(*stream, "permutation")` and `(*stream, "within_permutation")` of
+    `seed`.
     """
+    settings = probe_settings(settings, options)
     x = _episode_array("representations", representations)
     y = _episode_array("targets", targets)
     if x.shape[:2] != y.shape[:2]:
@@ -173,19 +184,21 @@ def evaluate_probe(
     names = [f"target_{i}" for i in range(k)] if target_names is None else list(target_names)
     if len(names) != k:
         raise ValueError(f"{len(names)} target names for {k} targets")
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive int, got {n_bootstrap!r}")
 
-    if (branch_tokens is None) != (branch_k is None):
-        raise ValueError("within-branch R² needs both branch_tokens and branch_k")
-    branches = None if branch_tokens is None else branch_ids(branch_tokens, branch_k)
+    depth = settings.branch_depth
+    if (branch_tokens is None) != (depth is None):
+        raise ValueError("within-branch R² needs both branch_tokens and branch_depth")
+    branches = None if branch_tokens is None else branch_ids(branch_tokens, depth)
     if branches is not None and branches.shape != x.shape[:2]:
         raise ValueError(f"branch_tokens cover {branches.shape}, representations {x.shape[:2]}")
 
-    stream = tuple(stream)
-    train, test = split_episodes(x.shape[0], test_fraction, stream_rng(seed, *stream, "split"))
+    seed, stream, n_bootstrap = settings.seed, settings.stream, settings.n_bootstrap
+    confidence, variance_tol = settings.confidence, settings.variance_tol
+    train, test = split_episodes(
+        x.shape[0], settings.test_fraction, stream_rng(seed, *stream, "split")
+    )
     d, steps = x.shape[2], x.shape[1]
-    probe = fit_affine(x[train].reshape(-1, d), y[train].reshape(-1, k), ridge)
+    probe = fit_affine(x[train].reshape(-1, d), y[train].reshape(-1, k), settings.ridge)
     reference = y[train].reshape(-1, k).mean(axis=0)
     train_pred = probe.predict(x[train].reshape(-1, d)).reshape(len(train), steps, k)
     test_pred = probe.predict(x[test].reshape(-1, d)).reshape(len(test), steps, k)
@@ -234,7 +247,7 @@ def evaluate_probe(
                 total.variance[0],
                 mean_square,
                 variance_tol,
-                f"it never varies within branches of the last {branch_k} tokens",
+                f"it never varies within branches of the last {depth} tokens",
             ).items()
             if name not in missing
         )
@@ -242,7 +255,7 @@ def evaluate_probe(
         point_w = within_scores(sums.total(), keep)
         boot_w = within_scores(sums.weighted(weights), keep)
         within_null = None
-        if n_within_permutations and np.isfinite(point_w.r2_pooled[0]):
+        if settings.n_within_permutations and np.isfinite(point_w.r2_pooled[0]):
             within_null = conditional_permutation_null(
                 x[train],
                 y[train],
@@ -250,13 +263,13 @@ def evaluate_probe(
                 y[test],
                 branches[train],
                 branches[test],
-                ridge=ridge,
-                n_permutations=n_within_permutations,
+                ridge=settings.ridge,
+                n_permutations=settings.n_within_permutations,
                 rng=stream_rng(seed, *stream, "within_permutation"),
                 include=keep,
             )
         within = WithinBranchReport(
-            k=int(branch_k),
+            k=int(depth),
             r2_pooled=one(point_w.r2_pooled[0], boot_w.r2_pooled),
             r2=per_target(point_w.r2[0], boot_w.r2, missing),
             undefined=missing,
@@ -269,15 +282,15 @@ def evaluate_probe(
         )
 
     null = None
-    if n_permutations and np.isfinite(point.r2_pooled):
+    if settings.n_permutations and np.isfinite(point.r2_pooled):
         null = permutation_null(
             x[train],
             y[train],
             x[test],
             y[test],
             observed=float(point.r2_pooled),
-            ridge=ridge,
-            n_permutations=n_permutations,
+            ridge=settings.ridge,
+            n_permutations=settings.n_permutations,
             rng=stream_rng(seed, *stream, "permutation"),
             include=include,
         )
@@ -297,8 +310,8 @@ def evaluate_probe(
         n_test_episodes=len(test),
         n_train_samples=len(train) * steps,
         n_test_samples=len(test) * steps,
-        ridge=float(ridge),
-        test_fraction=float(test_fraction),
+        ridge=settings.ridge,
+        test_fraction=float(settings.test_fraction),
         n_bootstrap=n_bootstrap,
         confidence=float(confidence),
         seed=int(seed),
@@ -308,4 +321,4 @@ def evaluate_probe(
         within_branch=within,
         permutation=null,
     )
-    return ProbeEvaluation(report, probe, train, test, test_pred, weights)
+    return ProbeEvaluation(report, probe, train, test, test_pred, settings, weights)

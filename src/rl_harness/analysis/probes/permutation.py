@@ -5,16 +5,18 @@ representations with another episode's targets (train episodes shuffled among th
 the refit, held-out episodes among themselves for the score), refits the probe and scores it
 on the held-out episodes. Whole episodes move, so what depends on the step index alone (e.g.
 a fixed reset belief) survives the shuffle and the null is not flattered by it. All refits
-share one SVD of the train representations.
+share one factorization of the train representations (`affine.ridge_solver`, the
+solver `fit_affine` uses).
 
 `conditional_permutation_null` (the within-branch pooled R²): is there information about the
 target in the representation *beyond* the branch (e.g. the last k visible tokens)? Each
 permutation shuffles the targets among the steps of the same branch, across episodes (train
 steps among train steps, held-out among held-out), refits and scores the within-branch R²
-on the held-out steps. Branch means and within-branch variances survive the shuffle; only
-the pairing of a representation with its own target inside a branch is broken. Exact under
-the null when targets are exchangeable within a branch; steps of one episode are correlated
-in time, which the shuffle ignores, so read p as approximate for serially dependent data.
+on the held-out steps (`branches.within_scores`, as the probe report does). Branch means
+and within-branch variances survive the shuffle; only the pairing of a representation with
+its own target inside a branch is broken. Exact under the null when targets are
+exchangeable within a branch; steps of one episode are correlated in time, which the
+shuffle ignores, so read p as approximate for serially dependent data.
 
 p-values are (1 + #{null >= observed}) / (1 + n_permutations): never below the floor
 1 / (1 + n_permutations), which every record states (`p_value_floor`). A null value counts
@@ -28,6 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from rl_harness.analysis.probes.affine import ridge_solver
+from rl_harness.analysis.probes.branches import BranchSums, branch_sums, within_scores
 
 PERMUTATION_CHUNK = 32  # refits solved together (memory: chunk * n_train_steps * k floats)
 TIE_TOLERANCE = 1e-9  # relative: a null value this close to the observed one reaches it
@@ -63,15 +68,6 @@ class PermutationNull:
         }
 
 
-def _ridge_solver(x: np.ndarray, ridge: float) -> np.ndarray:
-    """(d, n) map from centred targets to weights: min-norm (ridge) least squares via SVD."""
-    u, s, vt = np.linalg.svd(x, full_matrices=False)
-    cutoff = s.max(initial=0.0) * max(x.shape) * np.finfo(np.float64).eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = np.where(s > cutoff, s / (s**2 + ridge), 0.0)
-    return (vt.T * gain) @ u.T
-
-
 def permutation_null(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -93,11 +89,9 @@ def permutation_null(
     n_train, _, d = x_train.shape
     n_test, k = x_test.shape[0], y_train.shape[2]
     keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
-    x = x_train.reshape(-1, d)
-    x_mean = x.mean(axis=0)
+    solver = ridge_solver(x_train.reshape(-1, d), ridge)  # one SVD for every refit
     y_mean = y_train.reshape(-1, k).mean(axis=0)  # a shuffle leaves the mean alone
-    solver = _ridge_solver(x - x_mean, ridge)
-    x_test_c = x_test.reshape(-1, d) - x_mean
+    x_test_c = x_test.reshape(-1, d) - solver.x_mean
     flat_test = y_test.reshape(n_test, -1, k)
     sst = ((flat_test - flat_test.reshape(-1, k).mean(axis=0)) ** 2).sum(axis=(0, 1))
     orders = [(rng.permutation(n_train), rng.permutation(n_test)) for _ in range(n_permutations)]
@@ -105,7 +99,7 @@ def permutation_null(
     for start in range(0, n_permutations, PERMUTATION_CHUNK):
         chunk = orders[start : start + PERMUTATION_CHUNK]
         targets = np.stack([y_train[train].reshape(-1, k) - y_mean for train, _ in chunk], 1)
-        weights = (solver @ targets.reshape(len(x), -1)).reshape(d, len(chunk), k)
+        weights = solver.weights(targets.reshape(-1, len(chunk) * k)).reshape(d, len(chunk), k)
         predictions = np.einsum("nd,dpk->pnk", x_test_c, weights) + y_mean
         shuffled = np.stack([y_test[test].reshape(-1, k) for _, test in chunk])
         sse = ((shuffled - predictions) ** 2).sum(axis=1)  # (chunk, k)
@@ -161,40 +155,44 @@ def conditional_permutation_null(
     the null values differ only by the shuffle. Permutation p draws the train order, then
     the test order (`within_branch_shuffle`)."""
     _check_count(n_permutations)
-    n_train, _, d = x_train.shape
-    k = y_train.shape[2]
+    d, k = x_train.shape[2], y_train.shape[2]
     keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
-    x = x_train.reshape(-1, d)
-    x_mean = x.mean(axis=0)
+    solver = ridge_solver(x_train.reshape(-1, d), ridge)  # one SVD for every refit
     y_flat = y_train.reshape(-1, k)
     y_mean = y_flat.mean(axis=0)  # a shuffle leaves the mean alone
-    solver = _ridge_solver(x - x_mean, ridge)
-    x_test_c = x_test.reshape(-1, d) - x_mean
-    y_test_flat = y_test.reshape(-1, k)
     labels_train = np.asarray(branches_train).ravel()
     labels_test = np.asarray(branches_test).ravel()
-    if labels_train.size != len(x) or labels_test.size != len(x_test_c):
+    if labels_train.size != len(y_flat) or labels_test.size != y_test.shape[0] * y_test.shape[1]:
         raise ValueError("branch labels must cover the train and test steps, (E, T) each")
-    # Within-branch SST over branches with >= 2 held-out steps: a shuffle within branches
-    # leaves it (and which steps are used) unchanged.
-    _, inverse, counts = np.unique(labels_test, return_inverse=True, return_counts=True)
-    used = counts[inverse] >= 2
-    sums = np.stack([np.bincount(inverse, y_test_flat[:, j]) for j in range(k)], -1)
-    centered = y_test_flat - (sums / counts[:, None])[inverse]
-    sst = ((centered**2) * used[:, None]).sum(axis=0)
-    denominator = (sst * keep).sum()
-    if not denominator > 0:
+    # The held-out branch sums: a shuffle within branches leaves the counts, the branch
+    # means and so the within-branch SST unchanged; only the squared errors change.
+    held_out = branch_sums(y_test, y_test, np.reshape(labels_test, y_test.shape[:2])).total()
+    if not (within_scores(held_out, keep).sst[0] * keep).sum() > 0:
         raise ValueError("the held-out targets never vary within branches: no within-branch R²")
+    # Held-out steps sorted by branch (as branch_sums numbers them), so each refit's squared
+    # errors sum per branch in one reduceat.
+    _, index = np.unique(labels_test, return_inverse=True)
+    by_branch = np.argsort(index.ravel(), kind="stable")
+    starts = np.searchsorted(index.ravel()[by_branch], np.arange(held_out.count.shape[1]))
+    x_test_c = x_test.reshape(-1, d)[by_branch] - solver.x_mean
+    y_test_flat = y_test.reshape(-1, k)
 
     def within_r2(train_targets: np.ndarray, test_targets: np.ndarray) -> np.ndarray:
-        """(P,) within-branch pooled R² of probes refit on (n_train, P * k) targets."""
+        """(P,) within-branch pooled R² of probes refit on (n_train, P * k) targets, scored
+        on (P, n_test, k) held-out targets in branch order."""
         p = train_targets.shape[1] // k
-        weights = (solver @ train_targets).reshape(d, p, k)
+        weights = solver.weights(train_targets).reshape(d, p, k)
         predictions = np.einsum("nd,dpk->pnk", x_test_c, weights) + y_mean
-        sse = (((test_targets - predictions) ** 2) * used[None, :, None]).sum(axis=1)
-        return 1.0 - (sse * keep).sum(-1) / denominator
+        errors = np.add.reduceat((test_targets - predictions) ** 2, starts, axis=1)
+        sums = BranchSums(
+            count=np.broadcast_to(held_out.count, (p, held_out.count.shape[1])),
+            squared_error=errors,
+            centered_sum=np.broadcast_to(held_out.centered_sum, errors.shape),
+            centered_square=np.broadcast_to(held_out.centered_square, errors.shape),
+        )
+        return within_scores(sums, keep).r2_pooled
 
-    observed = float(within_r2(y_flat - y_mean, y_test_flat[None])[0])
+    observed = float(within_r2(y_flat - y_mean, y_test_flat[by_branch][None])[0])
     orders = [
         (within_branch_shuffle(labels_train, rng), within_branch_shuffle(labels_test, rng))
         for _ in range(n_permutations)
@@ -203,6 +201,6 @@ def conditional_permutation_null(
     for start in range(0, n_permutations, PERMUTATION_CHUNK):
         chunk = orders[start : start + PERMUTATION_CHUNK]
         targets = np.stack([y_flat[train] - y_mean for train, _ in chunk], 1)
-        shuffled = np.stack([y_test_flat[test] for _, test in chunk])
-        null[start : start + len(chunk)] = within_r2(targets.reshape(len(x), -1), shuffled)
+        shuffled = np.stack([y_test_flat[test[by_branch]] for _, test in chunk])
+        null[start : start + len(chunk)] = within_r2(targets.reshape(len(y_flat), -1), shuffled)
     return _null(observed, null, WITHIN)

@@ -1,10 +1,11 @@
-"""Finite windows of a recorded sequence, and the binning that makes branches of actions.
+"""The last k steps of a recorded sequence, and the binning that makes branches of actions.
 
-`window_features(sequence, k)` is the input of a window baseline: at each step the last k
-entries of a per-step feature sequence (e.g. the visible token one-hot and the previous
-executed action), newest first, each with a 'present' flag (0 for positions before the
-episode's first step, whose entries are zeros). `history` prepends steps read before the
-recorded ones (a rollout's warm-up), so recorded steps see a full window.
+`window_features(sequence, k)` is the input of a baseline window k and the key of a branch
+of depth k (`branches.branch_ids`): at each step the last k entries of a per-step feature
+sequence (e.g. the visible token one-hot and the previous executed action), newest first,
+each with a 'present' flag (0 for positions before the episode's first step, whose entries
+are zeros). `history` prepends steps read before the recorded ones (a rollout's warm-up),
+so recorded steps see a full window.
 
 `quantile_bins(values, n_bins, fit=...)` codes each coordinate of continuous values (actions)
 by its rank among the fit sample's values (equal-frequency bins; ties share a bin), so
