@@ -672,14 +672,18 @@ MUTATIONS = [
     ),
     Mutation(
         "upload-manifest-env-secrets-only",
-        "cli/storage.py",
+        "harness/storage/upload.py",
         (
             (
-                "write_manifest(run_dir, manifest, secrets=config.secrets())",
-                "write_manifest(run_dir, manifest)",
+                "write_manifest(upload.results_dir, manifest, secrets=config.secrets())",
+                "write_manifest(upload.results_dir, manifest)",
             ),
         ),
-        ("tests/storage/test_upload_manifest_redaction.py",),
+        (
+            "tests/storage/test_upload_manifest_redaction.py",
+            "tests/storage/test_run_upload.py::"
+            "test_upload_run_records_the_summary_redacted_of_the_configs_keys",
+        ),
         "`rl-harness upload` would write B2 keys read from the env file into the manifest",
     ),
     Mutation(

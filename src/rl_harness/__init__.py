@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from rl_harness.harness.context import RunContext, make_context
     from rl_harness.harness.hardware import HardwarePlan, apply_hardware
     from rl_harness.harness.lifecycle import TrainedRun, train
+    from rl_harness.harness.metric_keys import (
+        ENV_STEPS_KEY,
+        ITERATION_KEY,
+        LENGTH_KEY,
+        RETURN_KEY,
+        learner_key,
+    )
     from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
 
 # Public name -> (module, attribute in that module).
@@ -39,16 +46,27 @@ _EXPORTS = {
     "configure_logging": ("rl_harness.harness.console", "configure_logging"),
     # Pretty, key-sorted JSON written atomically (a reader never sees half a file).
     "write_json": ("rl_harness.harness.atomic", "write_json_atomic"),
+    # RLlib's metric keys as metrics.jsonl rows and final_metrics hold them.
+    "RETURN_KEY": ("rl_harness.harness.metric_keys", "RETURN_KEY"),
+    "LENGTH_KEY": ("rl_harness.harness.metric_keys", "LENGTH_KEY"),
+    "ENV_STEPS_KEY": ("rl_harness.harness.metric_keys", "ENV_STEPS_KEY"),
+    "ITERATION_KEY": ("rl_harness.harness.metric_keys", "ITERATION_KEY"),
+    "learner_key": ("rl_harness.harness.metric_keys", "learner_key"),
 }
 __all__ = [
     "CheckpointSchedule",
+    "ENV_STEPS_KEY",
     "HardwarePlan",
+    "ITERATION_KEY",
+    "LENGTH_KEY",
+    "RETURN_KEY",
     "RunContext",
     "RunResult",
     "TrainedRun",
     "TuneRunResult",
     "apply_hardware",
     "configure_logging",
+    "learner_key",
     "make_context",
     "run_algorithm",
     "run_tune",

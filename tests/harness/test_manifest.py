@@ -231,3 +231,22 @@ def test_manifest_records_the_thread_settings(tmp_path: Path, monkeypatch, capsy
         "MKL_NUM_THREADS": None,
         "torch_intra_op_threads": 1,
     }
+
+
+def test_load_manifest_reads_any_folder_in_one_line_errors(tmp_path: Path):
+    """`load_manifest` (every reader's path to a manifest): None without one, a one-line
+    RecordReadError naming the file for a corrupt one or one that holds no object."""
+    from rl_harness.harness.manifest import load_manifest, write_manifest
+
+    assert load_manifest(tmp_path) is None
+    write_manifest(tmp_path, {"run_id": "r", "status": "completed"})
+    assert load_manifest(tmp_path) == {"run_id": "r", "status": "completed"}
+    path = tmp_path / "run_manifest.json"
+    for text, reason in (("{", r"corrupt \(not valid JSON"), ("[1]", "does not hold a manifest")):
+        path.write_text(text)
+        with pytest.raises(atomic.RecordReadError, match=reason) as caught:
+            load_manifest(tmp_path)
+        assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(atomic.RecordReadError, match="not UTF-8 text"):
+        load_manifest(tmp_path)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rl_harness.cli.args import EXIT_OK, OneLineParser, UsageError, fail, positive_float
-from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.liveness import mark_crashed
+from rl_harness.harness.manifest import manifest_path
 from rl_harness.harness.runtools.compare import compare_metrics
 from rl_harness.harness.runtools.diff import diff_runs, diff_text
 from rl_harness.harness.runtools.records import (
@@ -166,7 +166,7 @@ def reproduce_main(argv: list[str]) -> int:
 
     print(f"reproducing {record.run_id} as {plan.results_dir.name}", flush=True)
     code = run_reproduction(plan)
-    new = load_run(plan.results_dir) if (plan.results_dir / MANIFEST_NAME).is_file() else None
+    new = load_run(plan.results_dir) if manifest_path(plan.results_dir).is_file() else None
     if code != EXIT_OK or new is None:
         print(f"reproduction run failed (exit code {code}): {plan.results_dir}")
         return EXIT_DIFFERENT

@@ -1,7 +1,9 @@
 """`rl-harness vast ...`: offers, up, status, logs, ssh, destroy, quarantine.
 
-Everything printed (stdout and stderr) passes through one redactor holding the API key,
-the forwarded values and every secret-named environment value.
+The parser and the printing; the work (offers, launches, reconciling the state file with
+vast's listing, choosing what to destroy) is in `rl_harness.devops.vast`. Everything printed
+(stdout and stderr) passes through one redactor holding the API key, the forwarded values
+and every secret-named environment value.
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ import json
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
-import rl_harness
 from rl_harness.cli.args import EXIT_FAILED, EXIT_USAGE, OneLineParser, UsageError
 from rl_harness.devops.vast.bootstrap import render_bootstrap
 from rl_harness.devops.vast.client import VastAPIError, VastClient, resolve_base_url
 from rl_harness.devops.vast.credentials import MissingAPIKey, Redactor, forwarded_env, load_api_key
+from rl_harness.devops.vast.instances import (
+    NoSSHAddress,
+    destroy_instance,
+    destroy_targets,
+    ssh_argv,
+    status_report,
+)
 from rl_harness.devops.vast.launch import (
     DEFAULT_IMAGE,
     LaunchError,
@@ -28,21 +35,18 @@ from rl_harness.devops.vast.launch import (
     execute_launch,
     parse_seeds,
     plan_launch,
-    resolve_repo,
+    resolve_repos,
 )
 from rl_harness.devops.vast.offers import (
     OfferFilters,
     add_to_quarantine,
-    build_query,
-    rank_offers,
+    find_offers,
     read_quarantine,
 )
-from rl_harness.devops.vast.state import ACTIVE, DESTROYED, GONE, StateFile, default_state_dir
+from rl_harness.devops.vast.state import StateFile, default_state_dir
 from rl_harness.harness.console import text_table
 
 PROG = "rl-harness vast"
-
-OVERDUE_GRACE_S = 15 * 60  # past its deadline by this much, a box failed to destroy itself
 
 
 class _Out:
@@ -199,9 +203,7 @@ def cmd_offers(args: argparse.Namespace, out: _Out) -> int:
     filters = _filters(args)
     quarantined = _quarantined(args)
     client = _client(args, out, need_key=False)
-    ranked = rank_offers(
-        client.search_offers(build_query(filters, quarantined)), filters, quarantined
-    )[: args.top]
+    ranked = find_offers(client, filters, quarantined)[: args.top]
     if args.json:
         out(json.dumps([o.to_dict() for o in ranked], indent=2))
         return 0
@@ -269,17 +271,14 @@ def cmd_up(args: argparse.Namespace, out: _Out) -> int:
     count = args.count if args.count is not None else (len(seeds) if seeds else 1)
     forwarded = forwarded_env(os.environ, forward_b2=args.forward_b2, forward_git=args.forward_git)
     out.redact.add(*forwarded.values())
-    experiment, problems = resolve_repo(
+    experiment, library, problems = resolve_repos(
         args.experiment_repo,
-        what="experiment repo",
-        url=args.experiment_url,
-        commit=args.experiment_commit,
+        args.library_repo,
+        experiment_url=args.experiment_url,
+        experiment_commit=args.experiment_commit,
+        library_url=args.library_url,
+        library_commit=args.library_commit,
     )
-    library_path = args.library_repo or Path(rl_harness.__file__).parent
-    library, lib_problems = resolve_repo(
-        library_path, what="library", url=args.library_url, commit=args.library_commit
-    )
-    problems += lib_problems
     if experiment is None or library is None:
         for reason in problems:
             out.err(f"REFUSED: {reason}")
@@ -323,66 +322,27 @@ def cmd_up(args: argparse.Namespace, out: _Out) -> int:
     return 0
 
 
-def _ours(args: argparse.Namespace, instance: dict) -> bool:
-    return str(instance.get("label") or "").startswith(args.label_prefix + "-")
-
-
-def _listed(client: VastClient, state: StateFile) -> dict[int, dict]:
-    """vast's instances by id; active records vast no longer lists are marked gone, and
-    vast's start time of each listed one is recorded (the box's deadline runs from it)."""
-    listed = {int(i["id"]): i for i in client.list_instances()}
-    for record in state.active():
-        live = listed.get(record.instance_id)
-        if live is None:
-            state.mark_ended(record.instance_id, GONE, note="no longer listed by vast")
-        elif live.get("start_date") and live["start_date"] != record.started_at:
-            state.update(record.instance_id, started_at=float(live["start_date"]))
-    return listed
-
-
 def cmd_status(args: argparse.Namespace, out: _Out) -> int:
-    state = _state(args)
-    client = _client(args, out)
-    listed = _listed(client, state)
-    now = time.time()
-    records = state.records(None if args.all else (lambda r: r.status == ACTIVE))
-    known = {r.instance_id for r in state.records()}
-    untracked = [i for iid, i in listed.items() if iid not in known and _ours(args, i)]
+    report = status_report(
+        _client(args, out), _state(args), label_prefix=args.label_prefix, include_ended=args.all
+    )
     rows, as_json = [], []
-    for r in records:
-        live = listed.get(r.instance_id, {})
-        overdue = r.overdue(live, now, OVERDUE_GRACE_S)
-        deadline = r.box_deadline(live)
-        item = {
-            "instance_id": r.instance_id,
-            "label": r.label,
-            "status": r.status,
-            "vast_status": live.get("actual_status"),
-            "gpu": f"{r.num_gpus}x {r.gpu_name}",
-            "dph": r.dph,
-            "hours": round(r.hours_so_far(now), 3),
-            "cost_so_far": round(r.dph * r.hours_so_far(now), 4),
-            "seed": r.seed,
-            "started_at": live.get("start_date") or r.started_at,
-            "deadline_in_h": None if deadline is None else round((deadline - now) / 3600.0, 3),
-            "overdue": overdue,
-            "note": r.note,
-        }
+    for item in report.tracked:
         as_json.append(item)
         rows.append(
             [
-                r.instance_id,
-                r.label,
-                r.status + (" OVERDUE" if overdue else ""),
+                item["instance_id"],
+                item["label"],
+                item["status"] + (" OVERDUE" if item["overdue"] else ""),
                 item["vast_status"] or "-",
                 item["gpu"],
-                f"{r.dph:.3f}",
+                f"{item['dph']:.3f}",
                 f"{item['hours']:.2f}",
                 f"{item['cost_so_far']:.2f}",
-                "-" if r.seed is None else r.seed,
+                "-" if item["seed"] is None else item["seed"],
             ]
         )
-    for i in untracked:
+    for i in report.untracked:
         as_json.append(
             {
                 "instance_id": int(i["id"]),
@@ -412,8 +372,7 @@ def cmd_status(args: argparse.Namespace, out: _Out) -> int:
         return 0
     header = ["id", "label", "status", "vast", "gpus", "$/h", "hours", "$ so far", "seed"]
     out(text_table(header, rows))
-    burn = sum(r.dph for r in records if r.status == ACTIVE)
-    out(f"burning ${burn:.3f}/h across {sum(r.status == ACTIVE for r in records)} boxes")
+    out(f"burning ${report.burn_dph:.3f}/h across {report.active_count} boxes")
     return 0
 
 
@@ -427,19 +386,11 @@ def cmd_ssh(args: argparse.Namespace, out: _Out) -> int:
     if args.attach_key:
         client.attach_ssh_key(args.instance_id, args.attach_key.expanduser().read_text())
         out(f"attached {args.attach_key} to instance {args.instance_id}")
-    instance = client.show_instance(args.instance_id)
-    if instance is None:
-        out.err(f"instance {args.instance_id} not found")
+    try:
+        argv = ssh_argv(client, args.instance_id)
+    except NoSSHAddress as err:
+        out.err(str(err))
         return 1
-    host, port = instance.get("ssh_host"), instance.get("ssh_port")
-    if not host or not port:
-        out.err(
-            f"instance {args.instance_id} has no ssh address yet "
-            f"(status {instance.get('actual_status')}); try again shortly"
-        )
-        return 1
-    remote = "tmux -L rlh attach -t rlh || tail -n 100 -f /root/rlh/bootstrap.log"
-    argv = ["ssh", "-p", str(int(port)), f"root@{host}", "-t", remote]
     if args.print:
         out(shlex.join(argv))
         return 0
@@ -450,36 +401,33 @@ def cmd_ssh(args: argparse.Namespace, out: _Out) -> int:
 def cmd_destroy(args: argparse.Namespace, out: _Out) -> int:
     state = _state(args)
     client = _client(args, out)
-    targets: dict[int, str] = {i: "named" for i in args.instance_ids}
-    listing_failed = False
-    if args.all or args.overdue:
-        try:
-            listed = _listed(client, state)
-        except VastAPIError as err:
-            # A cost guard must not depend on the listing: tracked boxes are destroyed anyway.
-            out.err(f"could not list vast instances ({err}); acting on the state file only")
-            listed, listing_failed = {}, True
-        now = time.time()
-        for r in state.active():
-            if args.all or r.overdue(listed.get(r.instance_id), now, OVERDUE_GRACE_S):
-                targets.setdefault(r.instance_id, r.label)
-        for iid, i in listed.items():
-            if args.all and _ours(args, i):
-                targets.setdefault(iid, str(i.get("label")))
-    if not targets:
+    chosen = destroy_targets(
+        client,
+        state,
+        args.instance_ids,
+        every=args.all,
+        overdue=args.overdue,
+        label_prefix=args.label_prefix,
+    )
+    if chosen.listing_error is not None:
+        out.err(
+            f"could not list vast instances ({chosen.listing_error}); acting on the state file only"
+        )
+    if not chosen.targets:
         out.err("nothing to destroy: name instance ids, or --all / --overdue")
-        return 1 if listing_failed else 0 if (args.all or args.overdue) else 2
+        if chosen.listing_error is not None:
+            return 1
+        return 0 if (args.all or args.overdue) else 2
     failed = []
-    for instance_id in sorted(targets):
+    for instance_id in sorted(chosen.targets):
         try:
-            existed = client.destroy_instance(instance_id)
+            existed = destroy_instance(client, state, instance_id)
         except VastAPIError as err:
             failed.append(instance_id)
             out.err(f"could not destroy {instance_id}: {err}")
             continue
-        state.mark_ended(instance_id, DESTROYED if existed else GONE, note="destroyed by user")
         out(f"destroyed {instance_id}" if existed else f"{instance_id} was already gone")
-    return 1 if failed or listing_failed else 0
+    return 1 if failed or chosen.listing_error is not None else 0
 
 
 def cmd_quarantine(args: argparse.Namespace, out: _Out) -> int:

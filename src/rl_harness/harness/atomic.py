@@ -172,3 +172,20 @@ def append_json_line(path: Path, row: Mapping[str, Any]) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class RecordReadError(ValueError):
+    """A JSON record that cannot be read; the message names the file and why."""
+
+
+def read_record(path: Path) -> Any:
+    """A JSON record for a reader that reports bad files (not JSON, not UTF-8, unreadable)
+    as one line instead of a traceback: RecordReadError."""
+    try:
+        return read_json(path)
+    except json.JSONDecodeError as error:
+        raise RecordReadError(f"{path} is corrupt (not valid JSON: {error})") from None
+    except UnicodeDecodeError:
+        raise RecordReadError(f"{path} is corrupt (not UTF-8 text)") from None
+    except OSError as error:
+        raise RecordReadError(f"{path} cannot be read ({error.strerror or error})") from None

@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_ENV_STEPS_KEY, ITERATION_KEY
+from rl_harness.harness.metric_keys import (
+    ENV_STEPS_KEY,
+    ITERATION_ENV_STEPS_KEY,
+    ITERATION_KEY,
+    ITERATION_TIME_KEY,
+)
 
 LOGGER_NAME = "rl_harness"
 RAY_LOGGER = "ray"
@@ -280,7 +285,7 @@ class Progress:
         elapsed = (
             now - self._last_time
             if self._last_time is not None
-            else float(row.get("time_this_iter_s") or 0.0)
+            else float(row.get(ITERATION_TIME_KEY) or 0.0)
         )
         rate = None
         if isinstance(steps, int | float):

@@ -1,10 +1,13 @@
-"""The run manifest, results/<run-id>/run_manifest.json: the one module that writes it.
+"""The run manifest, results/<run-id>/run_manifest.json: the one module that reads and
+writes it.
 
 Every write is redacted (`redaction.redact_record`): secret-named environment values, URL
 credentials and any secrets the caller names never reach the file, whichever path writes
 it: a run's start and end (`lifecycle.py`), `rl-harness runs --mark-crashed`
-(`liveness.mark_crashed`) and `rl-harness upload`. What a manifest holds is built in
-`provenance.py`; the run tools read whole run folders through `runtools.records.RunRecord`.
+(`liveness.mark_crashed`) and `rl-harness upload` (`storage.upload.upload_run`). What a
+manifest holds is built in `provenance.py`. `read_manifest` is for a read-modify-write of a
+manifest known to exist; `load_manifest` for readers of any folder (the run tools'
+`RunRecord`, the sweep's skip check, Tune's storage path).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.atomic import read_json, write_json_atomic
+from rl_harness.harness.atomic import RecordReadError, read_json, read_record, write_json_atomic
 from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.redaction import redact_record
 
@@ -25,6 +28,18 @@ def manifest_path(results_dir: Path) -> Path:
 def read_manifest(results_dir: Path) -> dict[str, Any]:
     """The manifest of the run in `results_dir` (to update it and write it back)."""
     return read_json(manifest_path(results_dir))
+
+
+def load_manifest(results_dir: Path) -> dict[str, Any] | None:
+    """The manifest of any folder: None when it holds none; RecordReadError (one line naming
+    the file) when it is not JSON, not UTF-8, unreadable or not a JSON object."""
+    path = manifest_path(results_dir)
+    if not path.is_file():
+        return None
+    manifest = read_record(path)
+    if not isinstance(manifest, dict):
+        raise RecordReadError(f"{path} does not hold a manifest object")
+    return manifest
 
 
 def write_manifest(

@@ -10,22 +10,20 @@ from numbers import Number
 from pathlib import Path
 from typing import Any
 
-from rl_harness.harness.metric_keys import ENV_STEPS_KEY, ITERATION_KEY, RETURN_KEY
-
-_TOP_LEVEL = (
-    ITERATION_KEY,
+from rl_harness.harness.metric_keys import (
+    ALL_MODULES,
+    ENV_RUNNER_STATS,
+    ENV_RUNNERS,
     ENV_STEPS_KEY,
-    "time_this_iter_s",
-    "time_total_s",
+    ITERATION_KEY,
+    ITERATION_TIME_KEY,
+    LEARNERS,
+    RETURN_KEY,
+    TOTAL_LOSS,
+    TOTAL_TIME_KEY,
 )
-_ENV_RUNNER_KEYS = (
-    "episode_return_mean",
-    "episode_return_min",
-    "episode_return_max",
-    "episode_len_mean",
-    "num_episodes",
-    "num_env_steps_sampled",
-)
+
+_TOP_LEVEL = (ITERATION_KEY, ENV_STEPS_KEY, ITERATION_TIME_KEY, TOTAL_TIME_KEY)
 # Bookkeeping and internals of RLlib: noise in a compact record.
 _NOISE = (
     "timer",
@@ -72,16 +70,16 @@ def _keep(key: str) -> bool:
     if key in _TOP_LEVEL:
         return True
     parts = key.split("/")
-    if parts[0] == "env_runners":
+    if parts[0] == ENV_RUNNERS:
         if len(parts) == 2:
-            return parts[1] in _ENV_RUNNER_KEYS
+            return parts[1] in ENV_RUNNER_STATS
         # Namespaced custom metrics (e.g. env_runners/belief/bayes_gap).
         return (
             not any(noise in key for noise in _NOISE)
             and "agent_" not in parts[1]
             and ("module_" not in parts[1])
         )
-    if parts[0] == "learners" and len(parts) >= 3 and parts[1] != "__all_modules__":
+    if parts[0] == LEARNERS and len(parts) >= 3 and parts[1] != ALL_MODULES:
         return not any(noise in key for noise in _NOISE)
     return False
 
@@ -143,10 +141,10 @@ def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[st
     ret = row.get(RETURN_KEY)
     if ret is not None:
         parts.append(f"return {ret:.4g}")
-    losses = [(k, v) for k, v in row.items() if k.endswith("/total_loss") and v is not None]
+    losses = [(k, v) for k, v in row.items() if k.endswith(f"/{TOTAL_LOSS}") and v is not None]
     if losses:
         parts.append(f"loss {losses[0][1]:.4g}")
-    seconds = row.get("time_this_iter_s")
+    seconds = row.get(ITERATION_TIME_KEY)
     if seconds is not None:
         parts.append(f"{seconds:.1f}s")
     return parts

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rl_harness.harness.atomic import RecordReadError
 from rl_harness.harness.context import RunOptions, new_run_id
 from rl_harness.harness.interrupts import COMPLETED, FAILED
 from rl_harness.harness.layout import ARTIFACTS_PARENT, CONSOLE_LOG_NAME, RESULTS_PARENT
-from rl_harness.harness.manifest import read_manifest
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.recipe import RecipeError, looks_like_target
 
 PENDING, RUNNING, DONE_BEFORE = "pending", "running", "done before"
@@ -145,10 +146,9 @@ def read_manifest_or_none(results_dir: Path) -> dict[str, Any] | None:
     """A run folder's manifest, or None when it has none or it cannot be read (a run still
     starting, a corrupt file): such a folder is never counted as completed."""
     try:
-        manifest = read_manifest(results_dir)
-    except (OSError, ValueError):
+        return load_manifest(results_dir)
+    except RecordReadError:
         return None
-    return manifest if isinstance(manifest, dict) else None
 
 
 def _compared(options: Mapping[str, Any]) -> dict[str, Any]:

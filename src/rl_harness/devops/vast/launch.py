@@ -17,7 +17,7 @@ from rl_harness.harness.gitinfo import git_identity
 from .bootstrap import ONSTART, ONSTART_LIMIT, BootstrapParams, pack_env, render_bootstrap
 from .client import VastAPIError, VastClient
 from .credentials import url_has_credentials
-from .offers import Offer, OfferFilters, build_query, pick_offers, rank_offers
+from .offers import Offer, OfferFilters, find_offers, pick_offers
 from .state import InstanceRecord, StateFile
 
 DEFAULT_IMAGE = "vastai/base-image:@vastai-automatic-tag"  # vast's documented default
@@ -135,6 +135,33 @@ def resolve_repo(
     return spec, problems
 
 
+# The library a box installs defaults to this checkout's (src/rl_harness/ inside its repo).
+LIBRARY_PACKAGE_DIR = Path(__file__).parents[2]
+
+
+def resolve_repos(
+    experiment_repo: Path,
+    library_repo: Path | None = None,
+    *,
+    experiment_url: str | None = None,
+    experiment_commit: str | None = None,
+    library_url: str | None = None,
+    library_commit: str | None = None,
+) -> tuple[RepoSpec | None, RepoSpec | None, list[str]]:
+    """The experiment repo and the library a box clones (`resolve_repo` each; the library
+    defaults to the checkout this code runs from), and every reason either cannot be used."""
+    experiment, problems = resolve_repo(
+        experiment_repo, what="experiment repo", url=experiment_url, commit=experiment_commit
+    )
+    library, library_problems = resolve_repo(
+        library_repo or LIBRARY_PACKAGE_DIR,
+        what="library",
+        url=library_url,
+        commit=library_commit,
+    )
+    return experiment, library, problems + library_problems
+
+
 @dataclass(frozen=True)
 class LaunchRequest:
     command: str
@@ -210,8 +237,7 @@ def plan_launch(
     repo_problems: list[str] | None = None,
 ) -> LaunchPlan:
     """Search offers, choose one per box (distinct machines), check the cost guard."""
-    raw = client.search_offers(build_query(request.filters, quarantined))
-    ranked = rank_offers(raw, request.filters, quarantined)
+    ranked = find_offers(client, request.filters, quarantined)
     chosen = pick_offers(ranked, request.count)
     launch_id = new_launch_id()
     refusals = list(repo_problems or [])

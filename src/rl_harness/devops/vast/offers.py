@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import VastClient
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,14 @@ def rank_offers(
         out.append(offer)
     out.sort(key=lambda o: (-o.score, o.dph, o.id))
     return out
+
+
+def find_offers(
+    client: VastClient, filters: OfferFilters, quarantined: frozenset[int] = frozenset()
+) -> list[Offer]:
+    """vast's offers for `filters`, quarantined machines excluded, ranked (`rank_offers`)."""
+    raw = client.search_offers(build_query(filters, quarantined))
+    return rank_offers(raw, filters, quarantined)
 
 
 def pick_offers(ranked: list[Offer], count: int) -> list[Offer]:

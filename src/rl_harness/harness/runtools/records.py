@@ -10,13 +10,13 @@ that exists wins, so a run copied to another machine still resolves.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Self
 
+from rl_harness.harness.atomic import RecordReadError, read_record
 from rl_harness.harness.layout import (
     CONFIG_NAME,
     MANIFEST_NAME,
@@ -28,6 +28,7 @@ from rl_harness.harness.layout import (
     conventional_artifacts_dir,
 )
 from rl_harness.harness.liveness import StatusCheck, check_status
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.metric_keys import RETURN_KEY
 from rl_harness.harness.metrics import read_metrics
 
@@ -43,13 +44,9 @@ class RunToolError(ValueError):
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RunToolError(f"{path} is corrupt (not valid JSON: {error})") from None
-    except UnicodeDecodeError:
-        raise RunToolError(f"{path} is corrupt (not UTF-8 text)") from None
-    except OSError as error:
-        raise RunToolError(f"{path} cannot be read ({error.strerror or error})") from None
+        return read_record(path)
+    except RecordReadError as error:
+        raise RunToolError(str(error)) from None
 
 
 def _read_optional(path: Path) -> Any | None:
@@ -86,10 +83,10 @@ class RunRecord:
     def read(cls, results_dir: Path) -> Self:
         """The run in `results_dir`, whatever records it holds (none is an empty reader)."""
         results_dir = Path(results_dir).expanduser().resolve()
-        manifest_file = results_dir / MANIFEST_NAME
-        manifest = _read_optional(manifest_file)
-        if manifest is not None and not isinstance(manifest, dict):
-            raise RunToolError(f"{manifest_file} does not hold a manifest object")
+        try:
+            manifest = load_manifest(results_dir)
+        except RecordReadError as error:
+            raise RunToolError(str(error)) from None
         return cls(RunPaths(results_dir, _locate_artifacts(results_dir, manifest)), manifest)
 
     @property

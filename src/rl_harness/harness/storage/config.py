@@ -196,6 +196,18 @@ def load_b2_config(environ: Mapping[str, str] | None = None) -> B2Config | None:
     )
 
 
+def required_b2_config(environ: Mapping[str, str] | None = None) -> B2Config:
+    """The B2 config of `rl-harness upload` and `download`; StorageConfigError when absent."""
+    config = load_b2_config(environ)
+    if config is None:
+        raise StorageConfigError(
+            "B2 is not configured: set B2_BUCKET, B2_ENDPOINT, B2_APPLICATION_KEY_ID and "
+            f"B2_APPLICATION_KEY (or name an env file in {ENV_FILE_VAR}); "
+            "see docs/artifact_storage.md"
+        )
+    return config
+
+
 def resolve_upload_config(
     upload_artifacts: bool | None, environ: Mapping[str, str] | None = None
 ) -> B2Config | None:

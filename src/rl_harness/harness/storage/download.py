@@ -8,8 +8,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rl_harness.harness.atomic import read_json
+from rl_harness.harness.layout import conventional_artifacts_dir
 from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import make_s3_client, transfer_manager
@@ -89,6 +91,38 @@ def wanted_from_uri(client, uri: str) -> list[WantedFile]:
         name = clean_relative(key.rsplit("/", 1)[-1], "object key")
         wanted.append(WantedFile(name, bucket, key, None, None))
     return wanted
+
+
+class NothingToDownload(LookupError):
+    """An `s3://` URI under which the bucket holds nothing."""
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    """What `rl-harness download TARGET` fetches, and where (`plan_download`)."""
+
+    wanted: list[WantedFile]
+    dest: Path
+    problems: list[str]  # files the run's index records as never uploaded
+    client: Any = None  # the S3 client that listed a URI, reused for the download
+
+
+def plan_download(config: B2Config, target: str, dest: Path | None = None) -> DownloadPlan:
+    """A results/<run-id>/ folder: the files of its remote_artifacts.json, `dest` defaulting
+    to <leaf>/artifacts/<run-id>/. An `s3://bucket/prefix/` URI: every object under it (each
+    checked against its sha256 metadata), `dest` defaulting to ./<last part of the URI>.
+
+    Raises NothingToDownload for an empty URI; OSError, ValueError or KeyError for a bad
+    target or index; whatever the S3 client raises when listing the bucket fails."""
+    if target.startswith("s3://"):
+        client = make_s3_client(config)
+        wanted = wanted_from_uri(client, target)
+        if not wanted:
+            raise NothingToDownload(f"nothing found under {target}")
+        return DownloadPlan(wanted, dest or Path(target.rstrip("/").rsplit("/", 1)[-1]), [], client)
+    run_dir = Path(target).expanduser().resolve()
+    wanted, problems = wanted_from_index(run_dir)
+    return DownloadPlan(wanted, dest or conventional_artifacts_dir(run_dir), problems)
 
 
 def _fetch(client, manager, item: WantedFile, dest: Path) -> str:

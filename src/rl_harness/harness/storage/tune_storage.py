@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from rl_harness.harness.manifest import manifest_path, read_manifest
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.storage.config import B2Config, StorageConfigError, load_b2_config
 from rl_harness.harness.storage.layout import object_key, parse_s3_uri
 
@@ -31,9 +31,7 @@ def s3_filesystem(config: B2Config):
 
 def _remote_run_path(results_dir: Path, experiment_dir: Path, run_id: str) -> str:
     """`{experiment dir relative to its repo}/{run-id}`, as the artifact mirror lays it out."""
-    relative = None
-    if manifest_path(results_dir).is_file():
-        relative = read_manifest(results_dir).get("experiment", {}).get("relative_dir")
+    relative = (load_manifest(results_dir) or {}).get("experiment", {}).get("relative_dir")
     return f"{(relative or Path(experiment_dir).name).strip('/')}/{run_id}"
 
 

@@ -1,4 +1,6 @@
-"""Mirror a run's artifacts tree to B2: parallel, idempotent by sha256, and never raising."""
+"""Mirror a run's artifacts tree to B2: parallel, idempotent by sha256, and never raising;
+`plan_run_upload` / `upload_run`: the same for a finished run folder (`rl-harness upload`),
+its manifest updated."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rl_harness.harness.atomic import write_json_atomic
+from rl_harness.harness.layout import MANIFEST_NAME, conventional_artifacts_dir
+from rl_harness.harness.manifest import manifest_path, read_manifest, write_manifest
 from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import (
@@ -296,4 +300,62 @@ def mirror_run_artifacts(
         f"{summary['skipped']} already present, {summary['failed']} failed "
         f"({summary['bytes']} bytes) in {summary['duration_s']} s"
     )
+    return summary
+
+
+class RunUploadError(ValueError):
+    """A folder that is not an uploadable run: no manifest, or one lacking what an upload
+    needs (the CLI prints it as one line, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class RunUpload:
+    """A finished run's upload, read from its manifest (`plan_run_upload`)."""
+
+    results_dir: Path
+    artifacts_dir: Path
+    remote_run_path: str  # {experiment.relative_dir}/{run_id}, as at the run's end
+    still_running: bool  # the manifest says "running": its end will overwrite artifacts.remote
+
+
+def plan_run_upload(run_dir: Path) -> RunUpload:
+    """What uploading results/<run-id>/ `run_dir` means; RunUploadError when it is no run.
+
+    The artifacts are where the manifest's `artifacts.local` says, else (a run copied from
+    another host) where the layout puts them beside the results folder."""
+    run_dir = Path(run_dir).expanduser().resolve()
+    manifest_file = manifest_path(run_dir)
+    if not manifest_file.is_file():
+        raise RunUploadError(f"{run_dir} holds no {MANIFEST_NAME}; pass results/<run-id>/")
+    manifest = read_manifest(run_dir)
+    try:
+        run_id = manifest["run_id"]
+        relative_dir = manifest["experiment"]["relative_dir"]
+        local = manifest["artifacts"]["local"]
+    except (KeyError, TypeError) as error:
+        raise RunUploadError(f"{manifest_file} lacks {error}") from None
+    artifacts_dir = Path(local) if local else None
+    if artifacts_dir is None or not artifacts_dir.is_dir():
+        artifacts_dir = conventional_artifacts_dir(run_dir.parent / run_id)
+    return RunUpload(
+        results_dir=run_dir,
+        artifacts_dir=artifacts_dir,
+        remote_run_path=f"{relative_dir}/{run_id}",
+        still_running=manifest.get("status") == "running",
+    )
+
+
+def upload_run(config: B2Config, upload: RunUpload) -> dict:
+    """Mirror the run's artifacts (`mirror_run_artifacts`) and record the summary as the
+    manifest's `artifacts.remote`, redacted of the config's keys too (an env file's B2 key is
+    no environment value). Returns the summary; never raises for upload problems."""
+    summary = mirror_run_artifacts(
+        config,
+        artifacts_dir=upload.artifacts_dir,
+        results_dir=upload.results_dir,
+        remote_run_path=upload.remote_run_path,
+    )
+    manifest = read_manifest(upload.results_dir)  # fresh, in case it changed while we uploaded
+    manifest.setdefault("artifacts", {})["remote"] = summary
+    write_manifest(upload.results_dir, manifest, secrets=config.secrets())
     return summary
