@@ -268,6 +268,19 @@ def test_checker_allows_what_the_rules_allow(tmp_path: Path):
     assert check_tree(tmp_path / "rl_harness") == []
 
 
+def test_used_imports_sees_each_layer_edge_once_wherever_it_sits(tmp_path: Path):
+    planted = {
+        "losses/l.py": "def f():\n    from rl_harness.learners.aux_keys import AuxKeys\n",
+        "analysis/a.py": "from rl_harness.seeding import stream_rng\nfrom . import b\n",
+        "analysis/b.py": "from experiments.study import leaf\nimport numpy\n",
+        "cli/c.py": "import rl_harness\nimportlib.import_module('rl_harness.harness.layout')\n",
+    }
+    for relative, source in planted.items():
+        _plant(tmp_path, relative, source)
+    used = {layer: made for layer, made in used_imports(tmp_path / "rl_harness").items() if made}
+    assert used == {"losses": {"learners"}, "analysis": {SEEDING}, "cli": {ROOT, "harness"}}
+
+
 # ---------------------------------------------------------------------------- AGENTS.md
 
 
