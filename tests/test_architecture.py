@@ -1,5 +1,6 @@
 """Layer dependency rules (docs/architecture.md), read from the source with `ast`, plus the
-rule that every package carries an AGENTS.md.
+rule that every package carries an AGENTS.md. The rules allow exactly the imports the code
+makes (no allowance unused), and the doc's layer table states the same rules.
 
 An import counts wherever it sits (module level, inside a function, under TYPE_CHECKING), and
 so does `importlib.import_module("literal")`; dispatch by a computed string is not an import
@@ -10,6 +11,7 @@ so does `importlib.import_module("literal")`; dispatch by a computed string is n
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,15 +22,17 @@ PACKAGE = REPO / "src" / "rl_harness"
 LAYERS = ("harness", "learners", "losses", "analysis", "envs", "devops", "cli")
 SEEDING, ROOT, EXPERIMENTS = "seeding", "root", "experiments"
 
-# What each layer may import besides itself. "root" is `rl_harness` (its lazy API is harness).
+# What each layer may import besides itself: exactly the imports the code makes
+# (test_the_rules_allow_exactly_the_imports_made), as docs/architecture.md's table says.
+# "root" is `rl_harness` (its lazy API is harness).
 ALLOWED: dict[str, set[str]] = {
     "envs": {SEEDING},
-    "learners": {"losses", SEEDING},
-    "losses": {"learners", SEEDING},
-    "harness": {SEEDING, ROOT},
-    "analysis": {"harness", "learners", "losses", SEEDING, ROOT},
-    "devops": {"harness", SEEDING, ROOT},
-    "cli": {"harness", "analysis", "devops", SEEDING, ROOT},  # the command line, above all
+    "learners": set(),
+    "losses": {"learners"},
+    "harness": {ROOT},
+    "analysis": {"harness", SEEDING},
+    "devops": {"harness"},
+    "cli": {"harness", "analysis", "devops"},  # the command line, above all
 }
 
 
@@ -140,17 +144,59 @@ def check_tree(package_root: Path) -> list[Violation]:
                     continue
                 reason = f"{relative} must import no layer when imported"
             elif target != owner and target not in ALLOWED[owner]:
-                allowed = ", ".join(sorted(ALLOWED[owner]))
-                reason = f"{owner} may import only itself and {allowed}"
+                allowed = "".join(f", {name}" for name in sorted(ALLOWED[owner]))
+                reason = f"{owner} may import only itself{allowed}"
             else:
                 continue
             violations.append(Violation(shown, site.line, site.module, reason))
     return violations
 
 
+def used_imports(package_root: Path) -> dict[str, set[str]]:
+    """Each layer's imports of other layers (and seeding, root), as the code makes them."""
+    used: dict[str, set[str]] = {layer: set() for layer in LAYERS}
+    for path in package_root.rglob("*.py"):
+        relative = path.relative_to(package_root)
+        if len(relative.parts) == 1 or relative.parts[0] not in used:
+            continue  # the root modules and seeding have their own rules
+        owner = relative.parts[0]
+        for site in import_sites(path, package_root):
+            target = target_of(site.module)
+            if target not in (None, owner, EXPERIMENTS):
+                used[owner].add(target)
+    return used
+
+
+def documented_rules(text: str) -> dict[str, set[str]]:
+    """The "may import" column of docs/architecture.md's layer table, per layer."""
+    rules: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        package = re.match(r"`(\w+)/`", cells[0])
+        if len(cells) == 3 and package and package[1] in LAYERS:
+            names = set(re.findall(r"`(\w+)`", cells[2]))
+            rules[package[1]] = names | ({ROOT} if "root API" in cells[2] else set())
+    return rules
+
+
 def test_layers_import_only_what_they_may():
     violations = check_tree(PACKAGE)
     assert not violations, "layer rule broken:\n" + "\n".join(map(str, violations))
+
+
+def test_the_rules_allow_exactly_the_imports_made():
+    """An allowance no code uses is a rule nobody checked: drop it (and from the docs)."""
+    unused = {
+        layer: sorted(ALLOWED[layer] - made)
+        for layer, made in used_imports(PACKAGE).items()
+        if ALLOWED[layer] - made
+    }
+    assert not unused, f"allowed but never imported: {unused}"
+
+
+def test_the_architecture_doc_states_the_rules():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_rules(text) == ALLOWED
 
 
 def _plant(root: Path, relative: str, source: str) -> None:
@@ -184,6 +230,8 @@ def _plant(root: Path, relative: str, source: str) -> None:
             "envs.hmm",
         ),
         ("losses/l.py", "from rl_harness.analysis import probes\n", "analysis.probes"),
+        ("learners/m.py", "from rl_harness.losses import classification\n", "losses"),
+        ("analysis/a.py", "from rl_harness.learners.models import base\n", "learners.models"),
         ("devops/d.py", "import rl_harness.learners\n", "learners"),
         ("harness/x.py", "from experiments.study.leaf import experiment\n", "experiments"),
         ("harness/x.py", "from rl_harness.cli import main\n", "rl_harness.cli.main"),
@@ -208,9 +256,9 @@ def test_checker_allows_what_the_rules_allow(tmp_path: Path):
         "harness/cli.py": "import importlib\nNAME = 'rl_harness.devops.vast.cli'\n"
         "importlib.import_module(NAME)\nimport rl_harness\n",
         "analysis/a.py": "from rl_harness.harness.metrics import read_metrics\n"
-        "from rl_harness.learners.models import base\n",
-        "learners/m.py": "from rl_harness.losses import classification\n",
-        "devops/d.py": "from rl_harness.harness.redaction import redact\nimport rl_harness\n",
+        "from rl_harness.seeding import stream_rng\n",
+        "losses/l.py": "from rl_harness.learners.aux_keys import AuxKeys\n",
+        "devops/d.py": "from rl_harness.harness.redaction import redact\n",
         "cli/c.py": "from rl_harness.analysis.comparison import compare_runs\n"
         "from rl_harness.devops.vast import client\nfrom rl_harness.harness import lifecycle\n",
         "__init__.py": "def __getattr__(name):\n    import rl_harness.harness.context\n",
@@ -218,6 +266,19 @@ def test_checker_allows_what_the_rules_allow(tmp_path: Path):
     for relative, source in allowed.items():
         _plant(tmp_path, relative, source)
     assert check_tree(tmp_path / "rl_harness") == []
+
+
+def test_used_imports_sees_each_layer_edge_once_wherever_it_sits(tmp_path: Path):
+    planted = {
+        "losses/l.py": "def f():\n    from rl_harness.learners.aux_keys import AuxKeys\n",
+        "analysis/a.py": "from rl_harness.seeding import stream_rng\nfrom . import b\n",
+        "analysis/b.py": "from experiments.study import leaf\nimport numpy\n",
+        "cli/c.py": "import rl_harness\nimportlib.import_module('rl_harness.harness.layout')\n",
+    }
+    for relative, source in planted.items():
+        _plant(tmp_path, relative, source)
+    used = {layer: made for layer, made in used_imports(tmp_path / "rl_harness").items() if made}
+    assert used == {"losses": {"learners"}, "analysis": {SEEDING}, "cli": {ROOT, "harness"}}
 
 
 # ---------------------------------------------------------------------------- AGENTS.md

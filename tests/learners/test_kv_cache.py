@@ -1,4 +1,4 @@
-"""Per-step K/V storage (learners.models.kv_cache): episodes hold each step's new key/value
+"""Per-step K/V storage (learners.connectors.kv_cache): episodes hold each step's new key/value
 only, and the cache every training chunk starts from, rebuilt in the learner connector, is
 bit for bit the cache acting had at that step (through RLlib's own env runner, across
 episode resets and the cuts between sample() calls)."""
@@ -12,13 +12,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 
-from rl_harness.learners.models import (
-    PREV_ACTIONS,
-    StatefulTransformerActorCritic,
-    prev_action_env_to_module,
-    prev_action_learner,
-)
-from rl_harness.learners.models.kv_cache import (
+from rl_harness.learners.connectors.kv_cache import (
     K_STEP,
     KV_CACHE_START,
     V_STEP,
@@ -29,6 +23,12 @@ from rl_harness.learners.models.kv_cache import (
     chunk_start_caches,
     kv_steps_module_to_env,
     store_kv_steps,
+)
+from rl_harness.learners.models import (
+    PREV_ACTIONS,
+    StatefulTransformerActorCritic,
+    prev_action_env_to_module,
+    prev_action_learner,
 )
 from tests.learners.ppo_setup import tiny_ppo_config
 from tests.learners.recall_env import RecallEnv

@@ -10,7 +10,7 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian
 
 from rl_harness.learners.models import GRUActorCritic, MLPActorCritic, TransformerActorCritic
-from rl_harness.learners.optimizer import ConfiguredOptimizerMixin
+from rl_harness.losses import ConfiguredOptimizerMixin
 from tests.learners.box_env import TargetTrackingEnv
 from tests.learners.ppo_setup import flat_params, tiny_ppo_config
 

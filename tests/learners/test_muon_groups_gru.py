@@ -16,7 +16,8 @@ import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
 from rl_harness.learners.models import GRUActorCritic
-from rl_harness.learners.optimizer import ConfiguredOptimizerMixin, muon_param_groups
+from rl_harness.learners.optimizer import muon_param_groups
+from rl_harness.losses import ConfiguredOptimizerMixin
 from tests.learners.ppo_setup import tiny_ppo_config
 from tests.learners.token_env import NoisyCounterEnv
 

@@ -10,6 +10,7 @@ import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.columns import Columns
 
+from rl_harness.learners.connectors import InfoTargetsToBatch
 from rl_harness.learners.models import (
     GRUActorCritic,
     MLPActorCritic,
@@ -18,7 +19,6 @@ from rl_harness.learners.models import (
 )
 from rl_harness.losses.aux_mixins import NextTokenAuxLossMixin, StateAuxLossMixin
 from rl_harness.losses.classification import masked_cross_entropy
-from rl_harness.losses.info_targets import InfoTargetsToBatch
 from tests.learners.ppo_setup import tiny_ppo_config
 from tests.learners.token_env import NoisyCounterEnv
 

@@ -1,4 +1,6 @@
-"""Optimizers by name + kwargs, and a Learner mixin that builds one from config.
+"""Optimizers by name + kwargs, and their settings read from a learner_config_dict.
+
+The Learner mixin that builds them, `rl_harness.losses.ConfiguredOptimizerMixin`, reads:
 
     config.training(lr=3e-4)
     config.learners(
@@ -31,8 +33,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
-from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.annotations import override
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -118,38 +118,3 @@ def optimizer_settings(learner_config_dict: Mapping[str, Any]) -> tuple[str, dic
 def adamw_settings(learner_config_dict: Mapping[str, Any]) -> dict[str, Any]:
     """The kwargs of Muon's companion AdamW (`optimizer/adamw_kwargs`, default {})."""
     return _kwargs(learner_config_dict, ADAMW_KWARGS_KEY)
-
-
-class ConfiguredOptimizerMixin:
-    """Learner mixin: one optimizer per module from `optimizer/name` + `optimizer/kwargs`.
-
-    Compose before a TorchLearner, e.g.
-    `class MyLearner(ConfiguredOptimizerMixin, PPOTorchLearner)`.
-    """
-
-    @override(TorchLearner)
-    def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
-        name, kwargs = optimizer_settings(config.learner_config_dict)
-        module = self.module[module_id]
-        if name != MUON:
-            params = self.get_parameters(module)
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer=make_optimizer(params, name, **kwargs),
-                params=params,
-                lr_or_lr_schedule=config.lr,
-            )
-            return
-        matrices, rest = muon_param_groups(getattr(module, "unwrapped", lambda: module)())
-        adamw_kwargs = adamw_settings(config.learner_config_dict)
-        for group, params, optimizer in (
-            (MUON, matrices, make_optimizer(matrices, MUON, **kwargs)),
-            ("adamw", rest, make_optimizer(rest, "adamw", **adamw_kwargs)),
-        ):
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=group,
-                optimizer=optimizer,
-                params=params,
-                lr_or_lr_schedule=config.lr,
-            )

@@ -1,5 +1,7 @@
-"""rl_harness.losses: loss math, target connectors and cooperative Learner mixins."""
+"""rl_harness.losses: loss math and cooperative Learner mixins (`InfoTargetsToBatch`, the
+connector piece that writes their targets, is re-exported from `learners.connectors`)."""
 
+from rl_harness.learners.connectors.info_targets import InfoTargetsToBatch
 from rl_harness.losses.aux_mixins import (
     NextTokenAuxLossMixin,
     StateAuxLossMixin,
@@ -7,7 +9,7 @@ from rl_harness.losses.aux_mixins import (
     aux_weight,
 )
 from rl_harness.losses.classification import masked_accuracy, masked_cross_entropy
-from rl_harness.losses.info_targets import InfoTargetsToBatch
+from rl_harness.losses.optimizer_mixin import ConfiguredOptimizerMixin
 from rl_harness.losses.supervised import (
     NEXT_TOKEN_TARGETS,
     SUPERVISED_NEXT_TOKEN,
@@ -18,6 +20,7 @@ from rl_harness.losses.supervised import (
 __all__ = [
     "NEXT_TOKEN_TARGETS",
     "SUPERVISED_NEXT_TOKEN",
+    "ConfiguredOptimizerMixin",
     "InfoTargetsToBatch",
     "NextTokenAuxLossMixin",
     "StateAuxLossMixin",

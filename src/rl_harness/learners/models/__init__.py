@@ -1,5 +1,20 @@
-"""TorchRLModules for the RLlib new API stack (PPO-ready: ValueFunctionAPI)."""
+"""TorchRLModules for the RLlib new API stack (PPO-ready: ValueFunctionAPI).
 
+Also exported here, where recipes import them: the connector pieces the stateful
+transformer needs (previous action, per-step K/V storage), from `learners.connectors`.
+"""
+
+from rl_harness.learners.connectors.kv_cache import (
+    KVCacheLearnerMixin,
+    KVCachePPOLearner,
+    store_kv_steps,
+)
+from rl_harness.learners.connectors.prev_action import (
+    PREV_ACTIONS,
+    PrevActionToBatch,
+    prev_action_env_to_module,
+    prev_action_learner,
+)
 from rl_harness.learners.models.aux_heads import (
     NextTokenAuxHeadMixin,
     StateAuxHeadMixin,
@@ -7,18 +22,7 @@ from rl_harness.learners.models.aux_heads import (
 )
 from rl_harness.learners.models.base import ActorCriticRLModule
 from rl_harness.learners.models.gru import GRUActorCritic
-from rl_harness.learners.models.kv_cache import (
-    KVCacheLearnerMixin,
-    KVCachePPOLearner,
-    store_kv_steps,
-)
 from rl_harness.learners.models.mlp import MLPActorCritic
-from rl_harness.learners.models.prev_action import (
-    PREV_ACTIONS,
-    PrevActionToBatch,
-    prev_action_env_to_module,
-    prev_action_learner,
-)
 from rl_harness.learners.models.stateful_transformer import StatefulTransformerActorCritic
 from rl_harness.learners.models.transformer import TransformerActorCritic
 

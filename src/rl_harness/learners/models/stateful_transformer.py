@@ -22,8 +22,7 @@ model_config keys:
   initialisation keys: "init" "torch_default" (default) or "normal" (every trunk weight
   N(0, "init_std" = 0.02), biases 0, LayerNorms (1, 0), the input projection without a
   bias), "pi_output_scale" (0.01), "vf_output_scale" (1.0).
-The original library's names map as n_layers -> num_layers, n_heads -> num_heads;
-unknown keys fail.
+Unknown keys fail.
 
 State (per sample): {"k", "v": (num_layers, context - 1, d_model) float32,
 "n": (1,) int64 filled slots}. Representation (what probes read): the final normed
@@ -33,16 +32,16 @@ one step without a time dim; `encode_step_residuals` every depth of it, and
 `encode_step_edited(batch, layer, edit)` the step with one depth's residual edited and the
 rest of the module run from there (causal interventions; heads via `forward_heads`).
 
-Cost: by default RLlib stores STATE_OUT at every env step, so the whole cache is copied
-per step (2 * num_layers * (context - 1) * d_model floats: 145 KB at d_model 96, 3 layers,
-context 64). `store_kv_steps(config)` (`kv_cache.py`) stores each step's new key/value only
-and rebuilds each training chunk's start cache in the learner, and its acting connectors work
-on whole batches. Acting costs one step of attention over the cache instead of re-encoding
-the window. RLlib's per-step connector work is paid per vector step, so with few env copies
-per runner it dominates sampling: on 2 cores (cpu-local, num_env_runners=0) use 32-64
-(`num_envs_per_env_runner`), and leave torch its default threads so the update uses both
-cores. Measured memory and throughput, with their dates and commits: docs/performance.md
-(`bench/flagship_throughput.py compare` and `scale`).
+Cost: by default RLlib stores STATE_OUT at every env step, so the whole cache is copied per
+step (2 * num_layers * (context - 1) * d_model floats: 145 KB at d_model 96, 3 layers,
+context 64). `store_kv_steps(config)` (`learners.connectors.kv_cache`) stores each step's
+new key/value only and rebuilds each training chunk's start cache in the learner, and its
+acting connectors work on whole batches. Acting costs one step of attention over the cache
+instead of re-encoding the window. RLlib's per-step connector work is paid per vector step,
+so with few env copies per runner it dominates sampling: on 2 cores (cpu-local,
+num_env_runners=0) use 32-64 (`num_envs_per_env_runner`), and leave torch its default
+threads so the update uses both cores. Measured memory and throughput, with their dates and
+commits: docs/performance.md (`bench/flagship_throughput.py compare` and `scale`).
 """
 
 from __future__ import annotations
@@ -58,9 +57,9 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components.stateful_transformer import StatefulTransformerEncoder
+from rl_harness.learners.connectors.prev_action import PREV_ACTIONS
 from rl_harness.learners.models.base import ActorCriticRLModule
 from rl_harness.learners.models.model_config import config_bool, config_int
-from rl_harness.learners.models.prev_action import PREV_ACTIONS
 from rl_harness.learners.models.spaces import flat_feature_dim, flat_features
 
 

@@ -8,7 +8,7 @@ import pytest
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rl_harness.losses.info_targets import InfoTargetsToBatch
+from rl_harness.learners.connectors import InfoTargetsToBatch
 
 TOKENS = [2, 0, 1, 1, 2]  # token in info[i]; info[0] is the reset info
 
