@@ -8,7 +8,8 @@ thread as the study runs it: OMP_NUM_THREADS=1), changing only the model_config 
 prefix_shared: each distinct window prefix of a minibatch once, the same function) and,
 for the "learner-2t" variant, torch on 2 threads during the learner update only (sampling
 runs in the same process and never overlaps the learner with the cpu-local plan, so the
-second core is otherwise idle then).
+second core is otherwise idle then); "torch-default": no OMP_NUM_THREADS, torch's own
+thread count in every phase (what a plain run alone gets).
 
 Every run is its own process (a fresh Ray, its own peak memory); within a round the
 variants of a leaf run back to back, and the order alternates round by round, so drift on
@@ -52,6 +53,8 @@ VARIANTS = {
     "prefix_shared": ("prefix_shared", 1),
     "prefix_shared-learner-2t": ("prefix_shared", 2),
     "per_window-learner-2t": ("per_window", 2),
+    # A plain run alone (no OMP_NUM_THREADS): torch's default threads in every phase.
+    "prefix_shared-torch-default": ("prefix_shared", 0),
 }
 TODAY_TOKENS_PER_S = 633  # ppo seed 0 alone at the CPU budget, per_window (study README)
 
@@ -110,7 +113,7 @@ def child(spec: Spec) -> dict[str, Any]:
             module = algo.learner_group._learner.module["default_policy"]
             assert module.train_forward == train_forward, module.train_forward
             update = algo.learner_group.update
-            if learner_threads != 1:
+            if learner_threads > 1:
 
                 def threaded(*args: Any, **kwargs: Any) -> Any:
                     torch.set_num_threads(learner_threads)
@@ -153,8 +156,12 @@ def child(spec: Spec) -> dict[str, Any]:
 
 
 def run_child(spec: Spec, timeout: float) -> dict[str, Any]:
-    # The study's torch setting: one intra-op thread (recorded in its manifests).
+    # The study's torch setting: one intra-op thread (recorded in its manifests); the
+    # torch-default variant leaves torch's own choice (every core).
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    if VARIANTS[spec.variant][1] == 0:
+        env.pop("OMP_NUM_THREADS")
+        env.pop("MKL_NUM_THREADS", None)
     command = [sys.executable, str(Path(__file__).resolve()), "child", json.dumps(spec.__dict__)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)

@@ -149,7 +149,7 @@ def build_config(plan: Budget) -> PPOConfig:
 
 
 def run(context: RunContext) -> dict:
-    plan = BUDGETS["smoke" if context.smoke else DEFAULT_BUDGET]
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
