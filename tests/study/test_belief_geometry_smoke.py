@@ -224,6 +224,10 @@ def test_synthesis_smoke_compares_the_arms(study_runs):
         "within_branch_permutation_p_value",
         "window_r2_within_branch/k2",
         "layer_r2_within_branch/final_norm",
+        # controls on data the agent did not choose, per data set (issue 37)
+        "controls_by_data/belief_mdp/agent_r2_within_branch",
+        "controls_by_data/random/agent_minus_best_tokens_window_within_branch",
+        "controls_by_data/agent_greedy/action_branches_added",
     ):
         assert key in table
     assert matplotlib.image.imread(run_dir / "comparison.png").shape[0] > 100

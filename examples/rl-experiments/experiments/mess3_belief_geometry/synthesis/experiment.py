@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.mess3_belief_geometry import task
+from experiments.mess3_belief_geometry import controls, task
 from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
     BUDGETS,  # noqa: F401
     DEFAULT_BUDGET,  # noqa: F401
@@ -77,17 +77,34 @@ METRICS = [
 # Per-k and per-layer keys (result.json "window_r2_within_branch" / "layer_r2_within_branch"):
 # those every run has are added (the smoke budget fits fewer windows than the CPU one).
 PER_RUN_GROUPS = ("window_r2_within_branch", "layer_r2_within_branch")
+# The controls scored on data the agent did not choose (result.json "controls_by_data", per
+# data set: controls.DATA_SETS); added when every run has them (runs before issue 37 lack them).
+DATA_SET_METRICS = (
+    "return_per_step",
+    "agent_r2_within_branch",
+    "untrained_r2_within_branch",
+    "agent_minus_untrained_within_branch",
+    "agent_minus_best_window_within_branch",
+    "agent_minus_best_tokens_window_within_branch",
+    "action_branches_added",
+)
 
 
 def metric_keys(folders: list[Path]) -> list[str]:
     """METRICS, then `<group>/<key>` for each per-k or per-layer key all runs report."""
     common: dict[str, list[str]] = {}
+    by_data: list[str] = [
+        f"{controls.KEY}/{name}/{key}" for name in controls.DATA_SETS for key in DATA_SET_METRICS
+    ]
     for index, folder in enumerate(folders):
         result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
         for group in PER_RUN_GROUPS:
             keys = list(result.get(group) or {})
             common[group] = keys if index == 0 else [k for k in common[group] if k in keys]
-    return METRICS + [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
+        blocks = result.get(controls.KEY) or {}
+        by_data = [k for k in by_data if k.split("/")[2] in blocks.get(k.split("/")[1], {})]
+    per_run = [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
+    return METRICS + per_run + by_data
 
 
 def study_root(context: RunContext) -> Path:
