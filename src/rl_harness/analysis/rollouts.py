@@ -71,7 +71,7 @@ DEFAULT_STREAM = ("analysis", "rollouts")
 # module does not import RLlib.
 OBS, STATE_IN, STATE_OUT = "obs", "state_in", "state_out"
 ACTION_DIST_INPUTS = "action_dist_inputs"
-PREV_ACTIONS = "prev_actions"  # rl_harness.learners.models.prev_action.PREV_ACTIONS
+PREV_ACTIONS = "prev_actions"  # rl_harness.learners.connectors.prev_action.PREV_ACTIONS
 
 
 def step_batch(batch: dict[str, Any]) -> dict[str, Any]:
