@@ -73,7 +73,16 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from experiments.mess3_belief_geometry import controls, probing, task, yardstick
 from experiments.mess3_belief_geometry.interventions import intervention_rollouts, run_interventions
 from experiments.mess3_belief_geometry.spec import Budget
-from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
+from rl_harness import (
+    ENV_STEPS_KEY,
+    ITERATION_KEY,
+    LENGTH_KEY,
+    RETURN_KEY,
+    CheckpointSchedule,
+    RunContext,
+    RunResult,
+    write_json,
+)
 from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
@@ -95,9 +104,7 @@ from rl_harness.seeding import stream_seed
 PROBE_SCHEMA_VERSION = 2  # probe_metrics.json; 2: controls on the agent's data, windows, nulls
 
 # The learning curve.
-RETURN_KEY = "env_runners/episode_return_mean"
-LENGTH_KEY = "env_runners/episode_len_mean"
-STEPS_KEY = "num_env_steps_sampled_lifetime"
+STEPS_KEY = ENV_STEPS_KEY
 
 
 # ---------------------------------------------------------------------------- learning curve
@@ -391,7 +398,7 @@ def _analyze(
         "budget": dataclasses.asdict(plan),  # the leaf's Budget dataclass
         "checkpoint": str(checkpoint),
         "env_steps": final.get(STEPS_KEY),
-        "training_iterations": final.get("training_iteration"),
+        "training_iterations": final.get(ITERATION_KEY),
         "representation": "the module's encode_step after reading each step (context: the "
         "carried state): the final normed residual stream",
         "target": "info['decision_belief']: P(state now | tokens seen, own executed actions)",

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rl_harness import CheckpointSchedule, RunContext, write_json
+from rl_harness import ENV_STEPS_KEY, ITERATION_KEY, CheckpointSchedule, RunContext, write_json
 from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
@@ -270,10 +270,7 @@ def analyze(context: RunContext, plan: Any) -> dict[str, Any]:
 
     run = RunArtifacts.open(context.results_dir)
     points = [c for c in run_checkpoints(run) if isinstance(c.path, Path)]
-    steps = {
-        row.get("training_iteration"): row.get("num_env_steps_sampled_lifetime")
-        for row in run.metrics()
-    }
+    steps = {row.get(ITERATION_KEY): row.get(ENV_STEPS_KEY) for row in run.metrics()}
     pairs = [
         (0 if c.iteration == 0 else int(c.env_steps or steps.get(c.iteration) or 0), c.path)
         for c in points

@@ -20,7 +20,15 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 
-from rl_harness import RunContext, RunResult, write_json
+from rl_harness import (
+    ENV_STEPS_KEY,
+    ITERATION_KEY,
+    RETURN_KEY,
+    RunContext,
+    RunResult,
+    learner_key,
+    write_json,
+)
 from rl_harness.analysis import (
     RunArtifacts,
     collect_rollouts,
@@ -46,8 +54,7 @@ TASK = "rl_harness.envs.mess3.tasks:NextTokenTask"
 PROBE_RIDGE = 0.0
 PROBE_TEST_FRACTION = 0.25
 BELIEF_NAMES = ["belief_state_0", "belief_state_1", "belief_state_2"]
-RETURN_KEY = "env_runners/episode_return_mean"
-AUX_ACCURACY_KEY = "learners/default_policy/next_token_aux/accuracy"
+AUX_ACCURACY_KEY = learner_key("next_token_aux/accuracy")
 
 
 class ProbeBudget(Protocol):
@@ -174,8 +181,8 @@ def analyze(
         "aux_weight": aux_weight,
         "budget": dataclasses.asdict(plan),
         "checkpoint": str(checkpoint),
-        "env_steps": final.get("num_env_steps_sampled_lifetime"),
-        "training_iterations": final.get("training_iteration"),
+        "env_steps": final.get(ENV_STEPS_KEY),
+        "training_iterations": final.get(ITERATION_KEY),
         "training_wall_time_s": (run.summary or {}).get("wall_time_s"),
         "representation": "GRU hidden state after each step (module.encode)",
         "n_episodes": rollouts.n_episodes,

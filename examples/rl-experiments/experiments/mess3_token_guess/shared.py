@@ -41,7 +41,14 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rl_harness import CheckpointSchedule, RunContext, RunResult, write_json
+from rl_harness import (
+    ENV_STEPS_KEY,
+    ITERATION_KEY,
+    CheckpointSchedule,
+    RunContext,
+    RunResult,
+    write_json,
+)
 from rl_harness.analysis import (
     RunArtifacts,
     RunCheckpoint,
@@ -82,8 +89,7 @@ REPRESENTATION = "final_norm"  # the post-final-norm residual at the newest posi
 PROBE_SCHEMA_VERSION = 2
 
 # metrics.jsonl keys.
-STEPS_KEY = "num_env_steps_sampled_lifetime"
-ITERATION_KEY = "training_iteration"
+STEPS_KEY = ENV_STEPS_KEY
 
 
 @dataclasses.dataclass(frozen=True)

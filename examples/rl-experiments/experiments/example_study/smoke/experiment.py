@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl_harness import RunContext, run_algorithm
+from rl_harness import RETURN_KEY, RunContext, run_algorithm
 
 
 @dataclass(frozen=True)
@@ -54,5 +54,5 @@ def run(context: RunContext) -> dict:
     )
     return {
         "iterations": result.iterations,
-        "episode_return_mean": result.final_metrics.get("env_runners/episode_return_mean"),
+        "episode_return_mean": result.final_metrics.get(RETURN_KEY),
     }

@@ -50,7 +50,7 @@ from experiments.mess3_token_guess.spec import (  # read by the harness and tool
     Budget,
     module_spec,  # noqa: F401
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import LENGTH_KEY, RETURN_KEY, RunContext, run_algorithm
 
 
 def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -> PPOConfig:
@@ -82,8 +82,8 @@ def run(
         label=label,
         plan=plan,
         training_curve=shared.TrainingCurve(
-            key="env_runners/episode_return_mean",
-            per="env_runners/episode_len_mean",
+            key=RETURN_KEY,
+            per=LENGTH_KEY,
             label="training hit rate (sampled guesses)",
             references={"Bayes-optimal": shared.ceilings()["bayes_optimal_accuracy"]},
         ),

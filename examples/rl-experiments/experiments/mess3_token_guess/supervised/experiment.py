@@ -43,7 +43,7 @@ from experiments.mess3_token_guess.spec import (  # read by the harness and tool
     Budget,
     module_spec,  # noqa: F401
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import RunContext, learner_key, run_algorithm
 from rl_harness.losses import NEXT_TOKEN_TARGETS, InfoTargetsToBatch, SupervisedNextTokenLossMixin
 
 
@@ -74,7 +74,7 @@ def run(context: RunContext) -> dict:
         label="supervised",
         plan=plan,
         training_curve=shared.TrainingCurve(
-            key="learners/default_policy/next_token/loss_bits",
+            key=learner_key("next_token/loss_bits"),
             per=None,
             label="training cross-entropy (bits per token, last minibatch)",
             references={
