@@ -67,6 +67,7 @@ from rl_harness.analysis import (
 from rl_harness.envs.hmm import window_beliefs
 from rl_harness.envs.mess3 import control_chain_model, mess3_emission
 from rl_harness.envs.mess3.control import tilted_transitions
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.seeding import stream_seed
 
 YARDSTICK_FILE = "yardstick.json"
@@ -337,7 +338,7 @@ def backfill(run_dir: Path, say: Any = print) -> dict[str, Any]:
     import torch
 
     run = RunArtifacts.open(run_dir)
-    manifest = json.loads((Path(run_dir) / "run_manifest.json").read_text(encoding="utf-8"))
+    manifest = load_manifest(Path(run_dir)) or {}
     record = json.loads((Path(run_dir) / "probe_metrics.json").read_text(encoding="utf-8"))
     module = load_module(run.final_checkpoint())
     before = torch.get_num_threads()

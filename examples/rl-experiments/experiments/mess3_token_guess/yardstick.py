@@ -56,6 +56,7 @@ from rl_harness.analysis import (
     within_branch_variance_fraction,
 )
 from rl_harness.envs.hmm import window_beliefs
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.seeding import stream_seed
 
 YARDSTICK_FILE = "yardstick.json"
@@ -327,7 +328,7 @@ def backfill(run_dir: Path, say: Any = print) -> dict[str, Any]:
     """yardstick.json for a finished run: its seed (manifest), probe budget
     (probe_metrics.json) and final checkpoint (when on this disk)."""
     run = RunArtifacts.open(run_dir)
-    manifest = json.loads((Path(run_dir) / "run_manifest.json").read_text(encoding="utf-8"))
+    manifest = load_manifest(Path(run_dir)) or {}
     record = json.loads((Path(run_dir) / "probe_metrics.json").read_text(encoding="utf-8"))
     module = None
     try:

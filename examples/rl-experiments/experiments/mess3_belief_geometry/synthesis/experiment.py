@@ -52,6 +52,7 @@ from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by 
 )
 from rl_harness import RunContext, write_json
 from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
+from rl_harness.harness.manifest import load_manifest
 
 TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
 RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/
@@ -118,7 +119,7 @@ def run_folders(root: Path, budget: str) -> tuple[list[Path], dict[str, list[str
     others: dict[str, list[str]] = {}
     for leaf in TRAINING_LEAVES:
         for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
-            record = json.loads(manifest.read_text(encoding="utf-8"))
+            record = load_manifest(manifest.parent) or {}
             if record.get("status") != "completed":
                 continue
             if run_budget(record) == budget:
@@ -142,7 +143,7 @@ def yardstick_rows(folders: list[Path]) -> list[dict[str, Any]]:
 
     rows = []
     for path in folders:
-        seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+        seed = (load_manifest(path) or {})["seed"]
         file = path / yardstick.YARDSTICK_FILE
         record = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
         arm = path.parent.parent.name

@@ -74,6 +74,7 @@ from rl_harness.analysis.comparison import (
     comparison_markdown,
     write_comparison,
 )
+from rl_harness.harness.manifest import load_manifest
 from rl_harness.learners.models import TransformerActorCritic
 
 TRAINING_LEAVES = ("ppo", "supervised", "ppo_default_init")
@@ -103,7 +104,7 @@ def run_folders(root: Path, budget: str) -> tuple[dict[str, list[Path]], dict[st
     others: dict[str, list[str]] = {}
     for leaf in TRAINING_LEAVES:
         for manifest in sorted((root / leaf / "results").glob("*/run_manifest.json")):
-            record = json.loads(manifest.read_text(encoding="utf-8"))
+            record = load_manifest(manifest.parent) or {}
             if record.get("status") != "completed":
                 continue
             if run_budget(record) == budget:
@@ -120,9 +121,7 @@ def library_source_differences(paths: Sequence[Path]) -> dict[str, Any]:
     commits: dict[str, list[str]] = {}
     sources: list[Mapping[str, str]] = []
     for path in paths:
-        library = json.loads((path / "run_manifest.json").read_text(encoding="utf-8")).get(
-            "library", {}
-        )
+        library = (load_manifest(path) or {}).get("library", {})
         commits.setdefault(str(library.get("commit")), []).append(path.name)
         sources.append(library.get("sources") or {})
     # A run records the library files it loaded; a file only some runs loaded is not a
@@ -144,7 +143,7 @@ def split_by_code(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
         return [], []
 
     def sources(path: Path) -> Mapping[str, str]:
-        manifest = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))
+        manifest = load_manifest(path) or {}
         return (manifest.get("library") or {}).get("sources") or {}
 
     reference = sources(max(paths, key=lambda path: path.name))
@@ -287,7 +286,7 @@ def seed_records[K](folders: Mapping[K, Sequence[Path]]) -> dict[K, dict[int, di
     records: dict[K, dict[int, dict[str, Any]]] = {}
     for leaf, paths in folders.items():
         for path in sorted(paths):
-            seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+            seed = (load_manifest(path) or {})["seed"]
             record = json.loads((path / "probe_metrics.json").read_text(encoding="utf-8"))
             records.setdefault(leaf, {})[int(seed)] = record
     return records
@@ -463,7 +462,7 @@ def yardstick_rows(arms: Mapping[Arm, Sequence[Path]]) -> list[dict[str, Any]]:
     rows = []
     for arm, paths in arms.items():
         for path in sorted(paths):
-            seed = json.loads((path / "run_manifest.json").read_text(encoding="utf-8"))["seed"]
+            seed = (load_manifest(path) or {})["seed"]
             file = path / yardstick.YARDSTICK_FILE
             record = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
             rows.append(
