@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rl_harness.harness.context import RunContext, make_context
     from rl_harness.harness.hardware import HardwarePlan, apply_hardware
     from rl_harness.harness.lifecycle import TrainedRun, train
+    from rl_harness.harness.manifest import load_manifest
     from rl_harness.harness.metric_keys import (
         ENV_STEPS_KEY,
         ITERATION_KEY,
@@ -46,6 +47,8 @@ _EXPORTS = {
     "configure_logging": ("rl_harness.harness.console", "configure_logging"),
     # Pretty, key-sorted JSON written atomically (a reader never sees half a file).
     "write_json": ("rl_harness.harness.atomic", "write_json_atomic"),
+    # A results folder's run manifest (as written: redacted), None when it has none.
+    "load_manifest": ("rl_harness.harness.manifest", "load_manifest"),
     # RLlib's metric keys as metrics.jsonl rows and final_metrics hold them.
     "RETURN_KEY": ("rl_harness.harness.metric_keys", "RETURN_KEY"),
     "LENGTH_KEY": ("rl_harness.harness.metric_keys", "LENGTH_KEY"),
@@ -67,6 +70,7 @@ __all__ = [
     "apply_hardware",
     "configure_logging",
     "learner_key",
+    "load_manifest",
     "make_context",
     "run_algorithm",
     "run_tune",

@@ -46,7 +46,7 @@ import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from experiments.mess3_belief_geometry import probing, task
-from rl_harness import write_json
+from rl_harness import load_manifest, write_json
 from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
@@ -67,7 +67,6 @@ from rl_harness.analysis import (
 from rl_harness.envs.hmm import window_beliefs
 from rl_harness.envs.mess3 import control_chain_model, mess3_emission
 from rl_harness.envs.mess3.control import tilted_transitions
-from rl_harness.harness.manifest import load_manifest
 from rl_harness.seeding import stream_seed
 
 YARDSTICK_FILE = "yardstick.json"

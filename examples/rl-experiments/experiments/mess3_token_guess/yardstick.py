@@ -41,7 +41,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from experiments.mess3_token_guess import shared
-from rl_harness import write_json
+from rl_harness import load_manifest, write_json
 from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
@@ -56,7 +56,6 @@ from rl_harness.analysis import (
     within_branch_variance_fraction,
 )
 from rl_harness.envs.hmm import window_beliefs
-from rl_harness.harness.manifest import load_manifest
 from rl_harness.seeding import stream_seed
 
 YARDSTICK_FILE = "yardstick.json"

@@ -50,9 +50,8 @@ from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by 
     DEFAULT_BUDGET,  # noqa: F401
     run_budget,
 )
-from rl_harness import RunContext, write_json
+from rl_harness import RunContext, load_manifest, write_json
 from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
-from rl_harness.harness.manifest import load_manifest
 
 TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
 RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/

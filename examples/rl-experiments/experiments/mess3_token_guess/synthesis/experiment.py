@@ -67,14 +67,13 @@ from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by 
     DEFAULT_BUDGET,  # noqa: F401
     run_budget,
 )
-from rl_harness import RunContext, write_json
+from rl_harness import RunContext, load_manifest, write_json
 from rl_harness.analysis.comparison import (
     Comparison,
     compare_runs,
     comparison_markdown,
     write_comparison,
 )
-from rl_harness.harness.manifest import load_manifest
 from rl_harness.learners.models import TransformerActorCritic
 
 TRAINING_LEAVES = ("ppo", "supervised", "ppo_default_init")
