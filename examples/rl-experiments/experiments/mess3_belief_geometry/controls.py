@@ -43,7 +43,6 @@ into a finished run's files (an existing `controls_by_data` is kept unless --ove
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import sys
@@ -54,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
@@ -492,34 +490,15 @@ def backfill(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.mess3_belief_geometry.controls",
+    return probing.backfill_main(
+        argv,
+        name="controls",
         description="Controls on data the trained agent did not choose (belief-MDP and random "
         "actions) and tokens-only windows, for finished runs of the study: adds "
         f"{KEY} to each run's probe_metrics.json and result.json.",
+        backfill=backfill,
+        show=json.dumps,
     )
-    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
-    parser.add_argument("--overwrite", action="store_true", help="redo an existing one")
-    parser.add_argument(
-        "--any-status", action="store_true", help="also runs not completed (newest checkpoint)"
-    )
-    args = parser.parse_args(argv)
-    before = torch.get_num_threads()
-    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
-    failed = 0
-    try:
-        for path in args.runs:
-            try:
-                top = backfill(path, overwrite=args.overwrite, any_status=args.any_status)
-            except (FileNotFoundError, KeyError, ValueError) as error:
-                print(f"controls: error: {path}: {error}", file=sys.stderr)
-                failed += 1
-                continue
-            if top is not None:
-                print(f"{path}: {json.dumps(top)}")
-    finally:
-        torch.set_num_threads(before)
-    return 2 if failed else 0
 
 
 if __name__ == "__main__":

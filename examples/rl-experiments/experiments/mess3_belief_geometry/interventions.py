@@ -31,7 +31,6 @@ is refused unless --any-status (its newest checkpoint is then used).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import sys
@@ -40,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from experiments.mess3_belief_geometry import probing, task
@@ -304,33 +302,13 @@ def backfill(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.mess3_belief_geometry.interventions",
+    return probing.backfill_main(
+        argv,
+        name="interventions",
         description="Causal belief interventions for finished reward_only / next_token_aux "
         "runs: writes interventions.json and interventions.png into each results folder.",
+        backfill=backfill,
     )
-    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
-    parser.add_argument("--overwrite", action="store_true", help="redo an existing one")
-    parser.add_argument(
-        "--any-status", action="store_true", help="also runs not completed (newest checkpoint)"
-    )
-    args = parser.parse_args(argv)
-    before = torch.get_num_threads()
-    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
-    failed = 0
-    try:
-        for path in args.runs:
-            try:
-                headline = backfill(path, overwrite=args.overwrite, any_status=args.any_status)
-            except (FileNotFoundError, KeyError, ValueError) as error:
-                print(f"interventions: error: {path}: {error}", file=sys.stderr)
-                failed += 1
-                continue
-            if headline is not None:
-                print(f"{path}: {headline}")
-    finally:
-        torch.set_num_threads(before)
-    return 2 if failed else 0
 
 
 if __name__ == "__main__":

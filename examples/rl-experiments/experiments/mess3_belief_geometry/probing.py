@@ -8,9 +8,12 @@ analysis module but `analysis.py`, which imports them all.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -78,3 +81,41 @@ def value(block: Mapping[str, Any] | None, *path: str) -> float | None:
     for key in path:
         block = block.get(key) if isinstance(block, Mapping) else None
     return block.get("value") if isinstance(block, Mapping) else None
+
+
+def backfill_main(
+    argv: Sequence[str] | None,
+    *,
+    name: str,
+    description: str,
+    backfill: Callable[..., Any],
+    show: Callable[[Any], str] = str,
+) -> int:
+    """The command line of a backfill for finished runs (`python -m <study>.<name> RUN ...`):
+    `backfill(path, overwrite=, any_status=)` per results folder on ANALYSIS_TORCH_THREADS,
+    a one-line error per run it cannot do; exit 2 when any failed."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m experiments.mess3_belief_geometry.{name}", description=description
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
+    parser.add_argument("--overwrite", action="store_true", help="redo an existing one")
+    parser.add_argument(
+        "--any-status", action="store_true", help="also runs not completed (newest checkpoint)"
+    )
+    args = parser.parse_args(argv)
+    before = torch.get_num_threads()
+    torch.set_num_threads(ANALYSIS_TORCH_THREADS)
+    failed = 0
+    try:
+        for path in args.runs:
+            try:
+                outcome = backfill(path, overwrite=args.overwrite, any_status=args.any_status)
+            except (FileNotFoundError, KeyError, ValueError) as error:
+                print(f"{name}: error: {path}: {error}", file=sys.stderr)
+                failed += 1
+                continue
+            if outcome is not None:
+                print(f"{path}: {show(outcome)}")
+    finally:
+        torch.set_num_threads(before)
+    return 2 if failed else 0
