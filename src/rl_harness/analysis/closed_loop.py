@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
+from rl_harness.analysis.checkpoint_probes import CheckpointProbe
 from rl_harness.analysis.probes.affine import AffineProbe
-from rl_harness.analysis.probes.bootstrap import Estimate
 from rl_harness.analysis.probes.evaluate import evaluate_probe
 from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts, rollout_observations
@@ -55,27 +55,17 @@ ABLATIONS = ("mask", "shuffle")
 
 
 @dataclass(frozen=True)
-class ClosedLoopProbe:
-    """One checkpoint probed on its own rollouts; `extra` holds the caller's scores of
-    those rollouts (e.g. its Bayes-optimal accuracy)."""
+class ClosedLoopProbe(CheckpointProbe):
+    """One checkpoint probed on its own rollouts (the fields of CheckpointProbe), with the
+    rollouts' reward per step; `extra` holds the caller's scores of those rollouts (e.g. its
+    Bayes-optimal accuracy)."""
 
-    env_steps: int
-    checkpoint: str
     reward_per_step: float
-    r2_pooled: Estimate | None
-    within_branch_r2_pooled: Estimate | None
     extra: dict[str, float]
 
     def to_dict(self) -> dict[str, Any]:
-        def one(value: Estimate | None) -> dict[str, float] | None:
-            return None if value is None else value.to_dict()
-
-        return {
-            "env_steps": self.env_steps,
-            "checkpoint": self.checkpoint,
+        return super().to_dict() | {
             "reward_per_step": self.reward_per_step,
-            "r2_pooled": one(self.r2_pooled),
-            "within_branch_r2_pooled": one(self.within_branch_r2_pooled),
             "extra": dict(self.extra),
         }
 
