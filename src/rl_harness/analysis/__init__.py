@@ -11,6 +11,8 @@
     memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
     random_feature_probe(...) / mlp_probe(...)      random ReLU features; the windows' MLP probe
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
+    seed_test(values) / holm(p_values) / seeds_for_power(sd, effect)   across training
+                                                    seeds: t-test, Holm, power at a stated effect
     probe_layers(module, rollouts, ...)             every block's residual, one replay
     probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
     probe_checkpoints_closed_loop(..., collect)     each checkpoint on its own rollouts
@@ -126,6 +128,13 @@ if TYPE_CHECKING:
         rllib_action_transform,
     )
     from rl_harness.analysis.run_artifacts import RunArtifacts
+    from rl_harness.analysis.seed_statistics import (
+        SeedTest,
+        holm,
+        seed_test,
+        seeds_for_power,
+        t_test_power,
+    )
     from rl_harness.analysis.windows import (
         WindowRegressor,
         WindowTable,
@@ -235,6 +244,11 @@ _EXPORTS = {
     "ResidualStreamAPI": "rl_harness.analysis.module_api",
     "StepEncoderAPI": "rl_harness.analysis.module_api",
     "require_api": "rl_harness.analysis.module_api",
+    "SeedTest": "rl_harness.analysis.seed_statistics",
+    "holm": "rl_harness.analysis.seed_statistics",
+    "seed_test": "rl_harness.analysis.seed_statistics",
+    "seeds_for_power": "rl_harness.analysis.seed_statistics",
+    "t_test_power": "rl_harness.analysis.seed_statistics",
 }
 __all__ = [
     "AffineProbe",
@@ -262,6 +276,7 @@ __all__ = [
     "Rollouts",
     "RunArtifacts",
     "RunCheckpoint",
+    "SeedTest",
     "ShiftScores",
     "StepEncoderAPI",
     "WindowRegressor",
@@ -284,6 +299,7 @@ __all__ = [
     "fit_affine",
     "fit_window_baselines",
     "held_out_scores",
+    "holm",
     "info_target",
     "input_counterfactual",
     "intervene",
@@ -317,12 +333,15 @@ __all__ = [
     "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",
+    "seed_test",
+    "seeds_for_power",
     "shift_difference",
     "shift_report",
     "shift_scores",
     "simplex_scatter",
     "spread",
     "swap_one_hot",
+    "t_test_power",
     "untrained_like",
     "window_features",
     "within_branch_variance_fraction",

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.mess3_belief_geometry import controls, task
+from experiments.mess3_belief_geometry import controls, report, task
 from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
     BUDGETS,  # noqa: F401
     DEFAULT_BUDGET,  # noqa: F401
@@ -214,6 +214,25 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def reviewed_tables(folders: Sequence[Path]) -> str:
+    """The README's generated tables (report.py) over these runs: interventions beside the
+    untrained module's, the controls' family with Holm, arms compared on shared data, power
+    at the stated effect, "worth m" only where the filter rises. Runs that lack a record the
+    table reads (smoke runs have no controls_by_data) leave it out, and the file says so."""
+    runs = sorted(
+        (report.read_run(folder) for folder in folders),
+        key=lambda run: (TRAINING_LEAVES.index(run.arm), run.seed),
+    )
+    sections = []
+    for name, table in report.TABLES.items():
+        try:
+            body = table(runs)
+        except KeyError as error:  # a record these runs lack (older or smoke runs)
+            body = f"Not made for these runs ({type(error).__name__}: {error})."
+        sections.append(f"\n## {name}\n\n{body}\n")
+    return "".join(sections)
+
+
 def run(context: RunContext) -> dict:
     root = study_root(context)
     budget = context.settings.runs_budget
@@ -243,7 +262,8 @@ def run(context: RunContext) -> dict:
         + ".\n\n"
         + comparison_markdown(comparison)
         + "\n## Memory yardstick\n\n"
-        + yardstick_markdown(yardsticks),
+        + yardstick_markdown(yardsticks)
+        + reviewed_tables(folders),
         encoding="utf-8",
     )
     return {
