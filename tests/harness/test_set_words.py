@@ -25,27 +25,45 @@ def _result(leaf: Path) -> dict:
     return json.loads((run / "result.json").read_text())
 
 
-# The smoke budget's `greedy` is True: a false word must turn it off, a true word keep it on.
-@pytest.mark.parametrize(
-    ("word", "expected"),
-    [
-        ("false", False),
-        ("off", False),
-        ("0", False),
-        ("no", False),
-        ("true", True),
-        ("on", True),
-        ("YES", True),
-    ],
-)
-def test_set_bool_reads_each_word(word, expected, tmp_path, capsys):
-    leaf = _leaf(tmp_path)
-    assert main([str(leaf), "--smoke", "--set", f"greedy={word}"]) == 0, capsys.readouterr().err
-    result = _result(leaf)
-    assert result["greedy"] is expected
-    (run,) = (leaf.parent / "results").iterdir()
+# One bool setting per word, each budget value the opposite of what its word says: one run
+# reads them all.
+WORDS = {"false": False, "off": False, "0": False, "no": False, "FALSE": False}
+WORDS |= {"true": True, "on": True, "1": True, "yes": True, "Yes": True}
+FLAGS = """
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Budget:
+{fields}
+
+
+BUDGETS = {{"smoke": Budget()}}
+DEFAULT_BUDGET = "smoke"
+
+
+def run(context):
+    return {{name: getattr(context.settings, name) for name in {names!r}}}
+"""
+
+
+def test_set_bool_reads_each_word(tmp_path, capsys):
+    names = {word: f"flag_{i}" for i, word in enumerate(WORDS)}
+    fields = "\n".join(f"    {names[w]}: bool = {not value}" for w, value in WORDS.items())
+    path = tmp_path / "flags" / "experiment.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(FLAGS.format(fields=fields, names=list(names.values())))
+    sets = [part for word in WORDS for part in ("--set", f"{names[word]}={word}")]
+    assert main([str(path), *sets]) == 0, capsys.readouterr().err
+    expected = {names[word]: value for word, value in WORDS.items()}
+    assert _result(path) == expected
+    (run,) = (path.parent / "results").iterdir()
     recorded = json.loads((run / "run_manifest.json").read_text())["budget"]
-    assert recorded["overrides"] == {"greedy": expected}
+    assert recorded["overrides"] == expected and recorded["settings"] == expected
+    # And through a real recipe's budget: the smoke budget's greedy (True) turned off.
+    leaf = _leaf(tmp_path)
+    assert main([str(leaf), "--smoke", "--set", "greedy=off"]) == 0
+    assert _result(leaf)["greedy"] is False
 
 
 @pytest.mark.parametrize("word", ["inf", "-inf", "-Infinity", "1e999"])
