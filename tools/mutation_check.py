@@ -764,6 +764,170 @@ MUTATIONS = [
         ),
         "rerunning a sweep would repeat every completed run",
     ),
+    # -- issue 49: ten bug classes of the newest code, and three properties tested directly ---
+    Mutation(
+        "set-bool-any-word",
+        "harness/budgets.py",
+        (("            return word in _TRUE\n", "            return bool(word)\n"),),
+        ("tests/harness/test_set_words.py::test_set_bool_reads_each_word",),
+        "--set greedy=false (off, 0, no) would hand the recipe True",
+    ),
+    Mutation(
+        "set-float-accepts-inf",
+        "harness/budgets.py",
+        (("        if not math.isfinite(value):\n", "        if math.isnan(value):\n"),),
+        ("tests/harness/test_set_words.py::test_set_float_refuses_a_non_finite_number",),
+        "--set lr=inf would reach the recipe as a setting",
+    ),
+    Mutation(
+        "sweep-options-argument-order",
+        "harness/sweep.py",
+        (("    return sorted(words)\n", "    return words\n"),),
+        (
+            "tests/harness/test_sweep_resume.py::"
+            "test_a_rerun_with_options_in_another_order_is_done_before",
+        ),
+        "the same sweep with its flags in another order would train every run again",
+    ),
+    Mutation(
+        "sweep-dead-child-reads-running",
+        "harness/sweep.py",
+        (
+            (
+                "return str(status) if status and status != RUNNING else FAILED",
+                "return str(status) if status else FAILED",
+            ),
+        ),
+        (
+            "tests/harness/test_sweep_resume.py::"
+            "test_a_child_that_died_with_its_manifest_running_is_failed",
+        ),
+        "a child that died with its manifest saying running would be reported running",
+    ),
+    Mutation(
+        "tune-preflight-after-ray",
+        "harness/runners/tune.py",
+        (
+            (
+                "    if not param_space:  # search entries may complete the base config: Tune "
+                "checks those\n        preflight(config, context, checkpoint=False)\n"
+                "    ensure_ray(context)\n",
+                "    ensure_ray(context)\n    if not param_space:\n"
+                "        preflight(config, context, checkpoint=False)\n",
+            ),
+        ),
+        ("tests/harness/test_tune_preflight.py",),
+        "a Tune recipe's typo would fail only after Ray's start (seconds to minutes)",
+    ),
+    Mutation(
+        "token-guess-pools-unfinished-runs",
+        "mess3_token_guess/synthesis/experiment.py",
+        (
+            (
+                '            if record.get("status") != "completed":\n',
+                "            if not record:\n",
+            ),
+        ),
+        (
+            "tests/study/test_synthesis_run_selection.py::"
+            "test_only_completed_runs_of_the_budget_are_pooled[mess3_token_guess]",
+        ),
+        "the token-guess synthesis would pool failed and still-running runs with completed ones",
+        root=EXPERIMENTS,
+    ),
+    Mutation(
+        "closed-loop-counts-reset-steps",
+        "envs/hmm/action_tasks.py",
+        (
+            (
+                "live = ~restarting  # the step after truncation only resets (reward 0)",
+                "live = np.ones_like(restarting)",
+            ),
+        ),
+        ("tests/envs/test_closed_loop_restarts.py",),
+        "the reset-only step after each truncation would count as a step of the policy",
+    ),
+    Mutation(
+        "redaction-shortest-first",
+        "harness/redaction.py",
+        (
+            (
+                "{s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True",
+                "{s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}, key=len",
+            ),
+        ),
+        ("tests/harness/test_redaction_nested_secrets.py",),
+        "a secret containing a shorter one would leak its tail after the shorter one's marker",
+    ),
+    Mutation(
+        "config-secret-camel-case",
+        "harness/configrecord.py",
+        (
+            (
+                'words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\\1_\\2", key)'
+                ".lower())",
+                'words = re.split(r"[^a-z0-9]+", key.lower())',
+            ),
+        ),
+        ("tests/harness/test_config_secret_camel_case.py",),
+        "authToken and clientSecret values would reach config.json in clear",
+    ),
+    Mutation(
+        "action-bins-on-all-episodes",
+        "mess3_belief_geometry/controls.py",
+        (
+            (
+                "bins = quantile_bins(actions, n_bins, fit=actions[fit_episodes])",
+                "bins = quantile_bins(actions, n_bins, fit=actions)",
+            ),
+        ),
+        ("tests/study/test_belief_geometry_action_bins.py",),
+        "the flagship's action bins would be cut with the held-out episodes' actions",
+        root=EXPERIMENTS,
+    ),
+    Mutation(
+        "record-budget-ignores-smoke",
+        "harness/runtools/records.py",
+        (
+            (
+                '        if options.get("smoke"):\n            return "smoke"\n'
+                '        budget = options.get("budget")\n',
+                '        budget = options.get("budget")\n',
+            ),
+        ),
+        ("tests/tools/test_record_budget_before_names.py",),
+        "a smoke run recorded before budgets had names would pool as 'unrecorded'",
+    ),
+    Mutation(
+        "random-features-standardized-on-all",
+        "analysis/yardstick.py",
+        (
+            (
+                "    flat = x[train].reshape(-1, x.shape[2])\n",
+                "    flat = x.reshape(-1, x.shape[2])\n",
+            ),
+        ),
+        (
+            "tests/analysis/test_random_features_properties.py::"
+            "test_fit_episodes_features_ignore_the_held_out_inputs",
+        ),
+        "the random-feature baseline's standardization would see the held-out episodes",
+    ),
+    Mutation(
+        "random-features-weight-scale",
+        "analysis/yardstick.py",
+        (
+            (
+                "rng.normal(0.0, 1.0 / np.sqrt(x.shape[2]), size=(x.shape[2], width))",
+                "rng.normal(0.0, 1.0 / x.shape[2], size=(x.shape[2], width))",
+            ),
+        ),
+        (
+            "tests/analysis/test_random_features_properties.py::"
+            "test_pre_activations_have_unit_variance_on_the_fit_steps",
+        ),
+        "the random features' weights at the wrong scale (pre-activations not of unit variance)",
+    ),
 ]
 
 

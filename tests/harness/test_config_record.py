@@ -49,6 +49,8 @@ def run(context):
                 "api_keys": ["plain-looking-keys-456", "plain-looking-keys-457"],
                 "auth_tokens": "plain-looking-tokens-789",
                 "credentials": {{"service": "plain-looking-credentials-012", "retries": 3}},
+                "authToken": "plain-looking-camel-345",
+                "clientSecret": "plain-looking-camel-678",
                 "endpoint": "https://svc.example/" + os.environ["SVC_TOKEN"],
             }},
         )
@@ -106,12 +108,15 @@ def test_config_json_names_what_was_trained(runs):
     assert (config["num_env_runners"], config["num_learners"]) == (0, 0)  # cpu-local plan
     assert config["_rl_module_spec"]["module_class"] == config["module"]["class"]
     assert config["learner_class"].endswith("PPOTorchLearner")
-    # secrets: a secret-named key's value (plural names too), an environment secret in a URL
+    # secrets: a secret-named key's value (plural and camelCase names too), an environment
+    # secret in a URL
     assert config["learner_config_dict"] == {
         "tracker_api_key": REDACTED,
         "api_keys": [REDACTED, REDACTED],
         "auth_tokens": REDACTED,
         "credentials": {"service": REDACTED, "retries": 3},
+        "authToken": REDACTED,  # camelCase names are split into words too
+        "clientSecret": REDACTED,
         "endpoint": f"https://svc.example/{REDACTED}",
     }
     assert SECRET not in text and "plain-looking" not in text

@@ -13,9 +13,9 @@ another. The sweep only schedules them:
   experiment repo must sit at the same path on every node (a shared or synced folder).
 
 A run whose record says `completed` for the same recipe file, seed, options and command line
-(its words in any order, but the run id) is not run again, so a rerun of the same command
-does only what is missing (failed, crashed or never started). Each child's console goes to
-artifacts/<run-id>/console.log.
+(its words and `--set` overrides in any order, but the run id) is not run again, so a rerun
+of the same command does only what is missing (failed, crashed or never started). Each
+child's console goes to artifacts/<run-id>/console.log.
 """
 
 from __future__ import annotations
@@ -152,7 +152,12 @@ def read_manifest_or_none(results_dir: Path) -> dict[str, Any] | None:
 
 
 def _compared(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in options.items() if key not in NOT_COMPARED}
+    compared = {key: value for key, value in options.items() if key not in NOT_COMPARED}
+    # `--set` overrides name distinct keys (a key given twice is refused): their order says
+    # nothing about the run.
+    if isinstance(compared.get("set"), list):
+        compared["set"] = sorted(compared["set"])
+    return compared
 
 
 # The flags of NOT_COMPARED options and how many values each takes.
