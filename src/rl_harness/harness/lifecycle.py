@@ -106,13 +106,18 @@ def _end_ray(ray_was_up: bool, context: RunContext) -> None:
 
 
 def _drop_rejected_run(context: RunContext) -> None:
-    """A run refused by preflight before anything trained leaves no folder, as a run refused
-    by `make_context` does: nothing happened that a record could tell. One that trained
-    first (a recipe's second runner call refused: metrics.jsonl exists) stays recorded failed."""
+    """A run refused by preflight before anything trained leaves no run folder, as a run
+    refused by `make_context` does: nothing happened that a record could tell. One that
+    trained first (a recipe's second runner call refused: metrics.jsonl exists) stays
+    recorded failed. artifacts/<run-id>/ goes only when empty: a sweep keeps its child's
+    console.log there, which says why."""
     if context.paths.metrics.exists():
         return
-    for folder in (context.results_dir, context.artifacts_dir):
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(context.results_dir, ignore_errors=True)
+    try:
+        context.artifacts_dir.rmdir()
+    except OSError:  # not empty: someone else's files (a sweep's console.log) stay
+        pass
 
 
 def _ray_initialized() -> bool:
