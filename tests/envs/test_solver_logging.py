@@ -26,11 +26,14 @@ def solver_lines(caplog, monkeypatch):
     monkeypatch.setattr(logging.getLogger("rl_harness"), "propagate", True)
     caplog.set_level(logging.INFO, logger=LOGGER)
 
-    def lines() -> list[str]:
+    def lines(beats: bool = False) -> list[str]:
+        # "still solving" lines come every HEARTBEAT_S (30 s): a loaded machine adds some.
         found = [
             r.getMessage()
             for r in caplog.records
-            if r.name.startswith(LOGGER) and r.levelno == logging.INFO
+            if r.name.startswith(LOGGER)
+            and r.levelno == logging.INFO
+            and (beats or not r.getMessage().startswith("still solving "))
         ]
         caplog.clear()
         return found
@@ -94,3 +97,16 @@ def test_stack_k_logs_each_level_it_computes(tmp_path, solver_lines):
     ]
     assert "global scan of 262,144 tables" in lines[0]
     assert "lifted stack_1 optima" in lines[0]
+
+
+def test_a_long_first_solve_says_it_is_still_solving(tmp_path, solver_lines, monkeypatch):
+    from rl_harness.envs.mess3.solvers import cache
+
+    monkeypatch.setattr(cache, "HEARTBEAT_S", 0.001)  # a real solve, a beat every ms
+    solution = solves(tmp_path)["belief_vi"]()
+    lines = solver_lines(beats=True)
+    assert lines[0].startswith("solving belief_vi") and lines[-1].startswith("solved belief_vi")
+    beats = lines[1:-1]
+    assert beats and all(line.startswith("still solving belief_vi (delay 1): ") for line in beats)
+    assert beats[0].endswith(" s so far")
+    assert solution.converged

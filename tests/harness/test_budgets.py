@@ -181,7 +181,7 @@ def test_the_interim_form_of_new_leaves_still_runs(tmp_path, capsys):
         (["--set", "lr=fast"], "--set lr=fast: expected a number (lr is float)"),
         (["--set", "lr=nan"], "expected a finite number"),
         (["--set", "greedy=maybe"], "expected true or false (greedy is bool)"),
-        (["--set", "sizes=1,x"], "expected an integer (sizes is tuple[int, ...])"),
+        (["--set", "sizes=1,x"], "expected an integer (sizes is tuple[int, ...]; write sizes=3,3)"),
         (["--set", "iterations"], "--set takes KEY=VALUE"),
         (["--set", "iterations=2", "--set", "iterations=3"], "--set iterations is given twice"),
         (["--budget", "gpu"], "has no budget 'gpu'; its budgets: smoke, cpu, full"),

@@ -143,13 +143,10 @@ def options_of(args: argparse.Namespace) -> RunOptions:
 
 def show_settings(target: str, options: RunOptions) -> int:
     """`--show-settings`: the recipe's budgets and settings (and the chosen one's, with
-    `--budget`/`--set` checked as a run would), printed; no folder, no Ray."""
-    from rl_harness.harness.budgets import settings_text
-    from rl_harness.harness.lifecycle import load_for_run, recipe_budget
+    `--budget`/`--set` checked as a run would), printed; no folder, no Ray, no torch."""
+    from rl_harness.harness.lifecycle import settings_for_show
 
-    recipe, options = load_for_run(target, options)
-    chosen = recipe_budget(recipe, options)
-    print(settings_text(recipe.module, chosen))
+    print(settings_for_show(target, options))
     return 0
 
 

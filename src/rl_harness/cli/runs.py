@@ -7,6 +7,7 @@ reproduction did not match, 2 bad input (one `rl-harness: error:` line on stderr
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from rl_harness.harness.liveness import mark_crashed
 from rl_harness.harness.manifest import manifest_path
 from rl_harness.harness.runtools.compare import compare_metrics
 from rl_harness.harness.runtools.diff import diff_runs, diff_text
+from rl_harness.harness.runtools.filters import STATUSES, RunFilter, select_runs
 from rl_harness.harness.runtools.records import (
     RunToolError,
     Unreadable,
@@ -41,6 +43,40 @@ def warn_unreadable(unreadable: Sequence[Unreadable], prog: str) -> None:
         print(f"{prog}: warning: {folder}", file=sys.stderr)
 
 
+def add_run_filters(parser: OneLineParser) -> None:
+    """`runs`'s filters (harness/runtools/filters.py), each repeatable."""
+    parser.add_argument(
+        "--status",
+        dest="statuses",
+        action="append",
+        default=[],
+        metavar="STATUS",
+        help=f"only runs with this status ({', '.join(STATUSES)})",
+    )
+    parser.add_argument(
+        "--budget",
+        dest="budgets",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only runs of this recipe budget (smoke, cpu, ...; - for none recorded)",
+    )
+    parser.add_argument(
+        "--library-commit",
+        dest="library_commits",
+        action="append",
+        default=[],
+        metavar="COMMIT",
+        help="only runs made by this library commit (a prefix, as git abbreviates it)",
+    )
+
+
+def run_filter(args: argparse.Namespace) -> RunFilter:
+    return RunFilter(
+        tuple(args.statuses), tuple(args.budgets), tuple(args.library_commits)
+    ).checked()
+
+
 def runs_main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="rl-harness runs",
@@ -57,8 +93,10 @@ def runs_main(argv: list[str]) -> int:
         action="store_true",
         help="record `crashed` in the manifests of the crashed runs (readers only report it)",
     )
+    add_run_filters(parser)
     try:
         args = parser.parse_args(argv)
+        chosen = run_filter(args)
         root = Path(args.path).expanduser()
         if not root.is_dir():
             raise RunToolError(f"no such folder: {args.path}")
@@ -74,7 +112,11 @@ def runs_main(argv: list[str]) -> int:
         marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
         print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
         records = find_runs(root).records
-    print(runs_table(records))
+    kept = select_runs(records, chosen)
+    if not kept:
+        print(f"no runs under {root} match the filters ({len(records)} run(s) in all)")
+        return EXIT_OK
+    print(runs_table(kept))
     return EXIT_OK
 
 

@@ -91,7 +91,9 @@ def parse_value(text: str, kind: Any) -> Any:
             raise ValueError(f"--set cannot parse the type {_type_name(kind)}")
         return parse_value(text, rest[0])
     if origin is tuple:
-        parts = [part.strip() for part in text.split(",")] if text.strip() else []
+        if not text.strip():  # `--set hidden=` is a slip far more often than a wish for ()
+            raise ValueError("expected comma-separated values, got nothing")
+        parts = [part.strip() for part in text.split(",")]
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(parse_value(part, args[0]) for part in parts)
         if len(parts) != len(args):
@@ -120,6 +122,27 @@ def parse_value(text: str, kind: Any) -> Any:
     raise ValueError(f"--set cannot parse the type {_type_name(kind)}")
 
 
+def _example(kind: Any) -> str:
+    """A value of type `kind` as `--set` writes it (for error lines)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):
+        rest = [a for a in args if a is not type(None)]
+        return " or ".join([_example(a) for a in rest] + ["none"] * (len(rest) < len(args)))
+    if origin is tuple:
+        items = [args[0], args[0]] if len(args) == 2 and args[1] is Ellipsis else list(args)
+        return ",".join(_example(a) for a in items)
+    return {bool: "true", int: "3", float: "0.5", str: "text"}.get(kind, "?")
+
+
+def syntax_hint(key: str, kind: Any) -> str:
+    """How `--set` writes a value of `key`'s type, e.g. "write hidden=3,3" (tuples, unions)."""
+    origin = typing.get_origin(kind)
+    if origin not in (tuple, types.UnionType, typing.Union):
+        return ""
+    examples = _example(kind).split(" or ")
+    return "; write " + " or ".join(f"{key}={e}" for e in examples)
+
+
 def field_types(settings: Any) -> dict[str, Any]:
     """Field name -> its (evaluated) type annotation, in declaration order."""
     hints = typing.get_type_hints(type(settings))
@@ -143,7 +166,8 @@ def apply_overrides(
             parsed[key] = parse_value(value, kinds[key])
         except ValueError as error:
             raise BudgetError(
-                f"--set {key}={value}: {error} ({key} is {_type_name(kinds[key])})"
+                f"--set {key}={value}: {error} ({key} is {_type_name(kinds[key])}"
+                f"{syntax_hint(key, kinds[key])})"
             ) from None
     return (dataclasses.replace(settings, **parsed) if parsed else settings), parsed
 

@@ -55,16 +55,32 @@ def get_logger(module: str) -> logging.Logger:
 
 class ConsoleHandler(logging.Handler):
     """INFO and below to stdout, WARNING and above to stderr; the streams are looked up at
-    each record, so redirections made later (pytest's capture, a notebook cell) see them."""
+    each record, so redirections made later (pytest's capture, a notebook cell) see them.
+
+    A reader that left (`rl-harness TARGET | head -1`) ends that stream's output quietly:
+    the run goes on and records everything, its later lines go nowhere."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
         try:
             text = self.format(record)
-            stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
             stream.write(text + "\n")
             stream.flush()
+        except BrokenPipeError:
+            _silence(stream)
         except Exception:
             self.handleError(record)
+
+
+def _silence(stream: Any) -> None:
+    """Point a stream whose reader left at /dev/null (Python's own recipe for SIGPIPE, the
+    signal module docs): later writes and the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a notebook's stream)
+        pass
 
 
 def configure_logging(verbose: bool = False) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -85,6 +86,14 @@ class RunOptions:
         if self.smoke and self.budget not in (None, SMOKE_BUDGET):
             raise ValueError(f"--smoke means --budget smoke, but --budget {self.budget} was given")
         smoke = self.smoke or self.budget == SMOKE_BUDGET
+        if isinstance(self.overrides, str | Mapping) or not all(
+            isinstance(text, str) for text in self.overrides
+        ):
+            raise ValueError(
+                "overrides takes a sequence of 'KEY=VALUE' strings (as --set), e.g. "
+                f"overrides=('iterations=3',), got {type(self.overrides).__name__} "
+                f"{self.overrides!r}"
+            )
         for text in self.overrides:
             split_override(text)
         check_profile(self.hardware_profile)

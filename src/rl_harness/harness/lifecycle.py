@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import time
@@ -9,6 +10,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rl_harness.harness import console, interrupts
@@ -18,7 +20,7 @@ from rl_harness.harness.atomic import (
     write_json_atomic,
     write_text_atomic,
 )
-from rl_harness.harness.budgets import SMOKE_BUDGET, BudgetChoice, resolve_budget
+from rl_harness.harness.budgets import SMOKE_BUDGET, BudgetChoice, resolve_budget, settings_text
 from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
 from rl_harness.harness.interrupts import (
     COMPLETED,
@@ -32,7 +34,8 @@ from rl_harness.harness.layout import ERROR_NAME, RESULT_NAME
 from rl_harness.harness.manifest import read_manifest, write_manifest
 from rl_harness.harness.preflight import PreflightError
 from rl_harness.harness.provenance import finish_manifest, start_manifest
-from rl_harness.harness.recipe import Recipe, RecipeError, load_recipe
+from rl_harness.harness.rayinit import RayStartError
+from rl_harness.harness.recipe import Recipe, RecipeError, budget_declarations, load_recipe
 from rl_harness.harness.redaction import redact_env, redact_record
 
 log = console.get_logger(__name__)
@@ -102,6 +105,21 @@ def _end_ray(ray_was_up: bool, context: RunContext) -> None:
         console.keep_ray_logs(context.paths.ray_logs, session_logs, driver_lines)
 
 
+def _drop_rejected_run(context: RunContext) -> None:
+    """A run refused by preflight before anything trained leaves no run folder, as a run
+    refused by `make_context` does: nothing happened that a record could tell. One that
+    trained first (a recipe's second runner call refused: metrics.jsonl exists) stays
+    recorded failed. artifacts/<run-id>/ goes only when empty: a sweep keeps its child's
+    console.log there, which says why."""
+    if context.paths.metrics.exists():
+        return
+    shutil.rmtree(context.results_dir, ignore_errors=True)
+    try:
+        context.artifacts_dir.rmdir()
+    except OSError:  # not empty: someone else's files (a sweep's console.log) stay
+        pass
+
+
 def _ray_initialized() -> bool:
     ray = sys.modules.get("ray")
     return ray is not None and ray.is_initialized()
@@ -111,8 +129,25 @@ def load_for_run(target: str, options: RunOptions) -> tuple[Recipe, RunOptions]:
     """The checked options (bad ones refused before the recipe is imported) and the recipe
     `target` names; RecipeError (or the options' ValueError) for bad input."""
     options = options.checked()
+    from rl_harness.harness.rayinit import check_ray_address
+
+    check_ray_address(options.ray_address)  # a dead or malformed address: seconds, one line
     recipe = _load(target, options)
     return recipe, options
+
+
+def settings_for_show(target: str, options: RunOptions) -> str:
+    """`--show-settings`: the recipe's budgets (and the chosen one, `--budget`/`--set`
+    checked as a run would), read without importing the recipe's torch or RLlib
+    (recipe.budget_declarations); no folder, no Ray."""
+    options = options.checked()
+
+    def imported() -> ModuleType | None:  # when the declarations cannot be read apart
+        return _load(target, options).module
+
+    with budget_declarations(target, imported) as module:
+        chosen = resolve_budget(module, options.budget, options.overrides, smoke=options.smoke)
+        return settings_text(module, chosen)
 
 
 def recipe_budget(recipe: Recipe, options: RunOptions) -> BudgetChoice:
@@ -129,8 +164,24 @@ def _load(target: str, options: RunOptions) -> Recipe:
         return load_recipe(target)
     except RecipeError:
         raise
-    except Exception as error:  # the recipe module itself failed to import
-        raise RecipeError(f"importing {target} failed: {type(error).__name__}: {error}") from None
+    except Exception as error:  # the recipe module (or a helper it imports) failed to import
+        log.debug(redact_env("".join(traceback.format_exception(error))).rstrip())
+        raise RecipeError(
+            f"importing {target} failed: {type(error).__name__}: {error}{_where(error)}"
+        ) from None
+
+
+def _where(error: BaseException) -> str:
+    """Where an import failed: the innermost frame outside Python's import machinery, or the
+    file and line a SyntaxError names (" (at path:line)"); --verbose shows the traceback."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" (at {error.filename}:{error.lineno})"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith("<frozen ")
+    ]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def execute_recipe(
@@ -138,9 +189,12 @@ def execute_recipe(
 ) -> int:
     """Run the recipe `target` names once with full provenance; returns the process exit
     code. Bad input (target, options, B2 required but absent) raises before any folder is
-    made: RecipeError, ValueError, FileExistsError (a run id taken). Bad input a runner finds
-    before it starts Ray (preflight.py) is recorded as a failed run, then raised as the
-    `PreflightError` (a ValueError: the CLI prints its one line, exit code 2).
+    made: RecipeError, ValueError, FileExistsError (a run id taken), RayAddressError (a
+    `--ray-address` nothing answers at). Bad input a runner finds before it starts Ray
+    (preflight.py) is raised as the `PreflightError` (a ValueError: the CLI prints its one
+    line, exit code 2), and the run's folders are removed again unless it had trained
+    (metrics.jsonl: a recipe's later runner call refused), in which case it is recorded failed.
+    Ray that does not start (rayinit.py) is a failed run with one error line.
 
     `process_exits`: the caller exits right after (the CLI command), so stop signals stay
     ignored instead of getting their old handlers back: a late SIGTERM cannot turn the exit
@@ -184,6 +238,9 @@ def _execute(
         except PreflightError as failure:  # bad input the runner saw before Ray started
             rejected = failure
             error = {"type": "PreflightError", "message": redact_env(str(failure))}
+        except RayStartError as failure:  # a busy machine or a lost cluster: one line
+            error = _error_record(failure, context)
+            log.error(f"rl-harness: error: {redact_env(str(failure))}")
         except RunInterrupted as interrupt:
             status, code = INTERRUPTED, interrupt.exit_code
             error = _interrupt_record(type(interrupt).__name__, interrupt.signal_name)
@@ -205,7 +262,8 @@ def _execute(
                 write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
         interrupts.restore(previous, ignore=process_exits)
-    if rejected is not None:  # recorded as failed; the caller prints the one line
+    if rejected is not None:  # the caller prints the one line
+        _drop_rejected_run(context)
         raise rejected
     took = console.duration_text(time.monotonic() - started)
     log.info(f"[{context.run_id}] {status} in {took}: {context.results_dir}")

@@ -12,12 +12,15 @@ metrics.jsonl stays the record; a mirror only copies each row's finite numbers, 
 
 <name> is the run id, or run-id/trial-id for a Tune trial. The run's config (config.json,
 dotted keys; a Tune trial's own) goes in as the tracker's parameters: TensorBoard hparams,
-MLflow params, the W&B run config. A mirror that fails (not installed, bad URI, full disk)
-logs one warning line and turns itself off: it never fails a run.
+MLflow params, the W&B run config. A target whose package is not installed is refused with
+the other options, before the recipe is imported (one line, exit code 2; no run folder). A
+mirror that fails later (bad URI, full disk) logs one warning line and turns itself off: it
+never fails a run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 LOG_TARGETS = ("tensorboard", "mlflow", "wandb")
 MLFLOW_PARAM_VALUE_LIMIT = 6000  # characters: MLflow's limit for a param value
 MLFLOW_PARAMS_PER_BATCH = 100
+PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}  # per target
 log = get_logger(__name__)
 
 Params = dict[str, Any]  # dotted config key -> str, int, float, bool or None
@@ -48,11 +52,28 @@ def param_value(value: Any) -> str | int | float | bool:
     return "None" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
+def _installed(package: str) -> bool:
+    """The package can be imported here (found, not imported: no start-up cost)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def check_log_targets(targets: Sequence[str]) -> tuple[str, ...]:
-    """The targets, deduplicated in order; an unknown one is a ValueError naming it."""
+    """The targets, deduplicated in order; an unknown one, or one whose package is not
+    installed, is a ValueError naming it."""
+    if isinstance(targets, str):
+        raise ValueError(f"log_to takes a sequence of names, e.g. ('wandb',), got {targets!r}")
     unknown = [t for t in targets if t not in LOG_TARGETS]
     if unknown:
         raise ValueError(f"unknown --log-to {unknown[0]!r}; choose from {', '.join(LOG_TARGETS)}")
+    for target in dict.fromkeys(targets):
+        if not _installed(PACKAGES[target]):
+            raise ValueError(
+                f"--log-to {target} needs the {PACKAGES[target]} package, which is not "
+                f"installed in this environment (uv add {PACKAGES[target]})"
+            )
     return tuple(dict.fromkeys(targets))
 
 

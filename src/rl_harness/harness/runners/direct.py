@@ -104,6 +104,7 @@ def run_algorithm(
     status = RUNNING
     interrupts.forget_outside_a_run()
     try:
+        log.info(f"[{context.run_id}] building the algorithm (env runners, learner)")
         algo = config.build_algo()
         if context.resume_from is not None:
             checkpoint = _restore(algo, context.resume_from)

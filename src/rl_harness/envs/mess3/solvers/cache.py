@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from rl_harness.envs.mess3.solvers.solution import SolverConvergenceWarning
 # Stdlib logging only: envs import no other rl_harness layer (the harness configures the
 # parent "rl_harness" logger's console handler).
 log = logging.getLogger("rl_harness.envs.mess3.solvers")
+HEARTBEAT_S = 30.0  # seconds between "still solving" lines of a long first solve
 
 CACHE_ENV = "RL_HARNESS_SOLVER_CACHE"
 # Part of every key: bump it when a solver's algorithm changes what it returns, so a fixed
@@ -97,10 +99,23 @@ def cached(
 def _logged(
     compute: Callable[[], tuple[float, dict[str, np.ndarray]]], name: str, plan: str
 ) -> tuple[float, dict[str, np.ndarray]]:
-    """compute(), between an INFO line saying what starts and one with how it ended."""
+    """compute(), between an INFO line saying what starts and one with how it ended, and
+    one every HEARTBEAT_S while it runs (a first solve can take minutes)."""
     log.info("solving %s: %s", name, plan)
     started = time.perf_counter()
-    value, arrays = compute()
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            log.info("still solving %s: %.0f s so far", name, time.perf_counter() - started)
+
+    beating = threading.Thread(target=heartbeat, name="solver-heartbeat", daemon=True)
+    beating.start()
+    try:
+        value, arrays = compute()
+    finally:
+        done.set()
+        beating.join()
     log.info(
         "solved %s: value %.6f, converged %s, %.1f s",
         name,
