@@ -2,8 +2,7 @@
 
 Models: `mess3_model(x, alpha)` (paper setting PAPER_X = 0.05, PAPER_ALPHA = 0.85) and
 `control_chain_model(alpha, mixing=1)` (an asymmetric 3-state chain with MESS3's emissions,
-slowed by `mixing` (`control_chain_transition`);
-not MESS3).
+slowed by `mixing`: `control_chain_transition`; not MESS3).
 Tasks (in `rl_harness.envs.mess3.tasks`, named in env_config as
 "rl_harness.envs.mess3.tasks:NextTokenTask" etc.): NextTokenTask, CurrentStateTask,
 PassiveTask, ControlledTask, OccupancyControlTask (continuous tilt of the control chain;
