@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from experiments.mess3_belief_geometry import operating_point as op
+from experiments.mess3_belief_geometry import task
 from experiments.mess3_belief_geometry.task import TaskPoint
 
 from rl_harness.envs.mess3 import control_chain_transition
@@ -96,6 +97,7 @@ def test_choose_takes_the_largest_memory_gain_among_points_meeting_both_bars():
     assert small_gain.meets() and big_gain.meets()
     chosen, meets = op.choose([flagship, small_gain, big_gain, too_smooth])
     assert chosen is big_gain and meets
+    assert op.memory_gain(big_gain) == pytest.approx(0.3)
     # None meets both: the smallest max(fraction of the largest k solved, window R²).
     unsolved = _candidate(0.9, {1: 0.1, 2: 0.5, 3: None}, 0.3, alpha=0.7)
     chosen, meets = op.choose([flagship, too_smooth, unsolved])
@@ -122,3 +124,11 @@ def test_refine_points_step_each_parameter_inside_its_range():
     for neighbour in ({"alpha": 0.55}, {"alpha": 0.65}, {"mixing": 0.05}, {"mixing": 0.2}):
         assert TaskPoint(**({"alpha": 0.6, "mixing": 0.1} | neighbour)) in points
     assert all(0 < p.mixing <= 1 for p in op.refine_points(TaskPoint(mixing=1.0)))
+
+
+@pytest.mark.slow
+def test_the_search_reproduces_the_flagship_stack_3_from_scratch(tmp_path):
+    ceiling, stacks = op.solve_point(task.FLAGSHIP, op.STACK_KS, tmp_path)
+    assert ceiling.value == pytest.approx(FLAGSHIP_CEILING, abs=1e-3) and ceiling.converged
+    assert stacks[3].value == pytest.approx(FLAGSHIP_STACK_3, abs=1e-3) and stacks[3].converged
+    assert stacks[1].value < stacks[2].value <= stacks[3].value < ceiling.value

@@ -532,16 +532,19 @@ def search(
         stack_3_for(sorted(candidates, key=lambda c: screen_demand(c))[:2])
     if points is not None:
         return save()
-    if not quick:
-        best, _ = choose(candidates)
-        say(f"refining around {describe(best)}")
-        refined = [visit(point, "refine") for point in refine_points(best.point)]
-        stack_3_for(sorted((c for c in refined if can_qualify(c)), key=screen_gain, reverse=True))
-    best, meets = choose(candidates)
+    # The leaf's point is chosen from the coarse grid (the flagship included): training runs
+    # start there before the refinement ends, so a refined neighbour that would win is
+    # reported beside it (`refined_better`), never swapped in.
+    best, meets = choose([c for c in candidates if c.stage != "refine"])
     say(
         f"chosen ({'meets both bars' if meets else 'meets not both: most demanding'}): "
-        f"{describe(best)}; scoring its windows at the flagship's probe size"
+        f"{describe(best)}"
     )
+    if not quick:
+        say("refining around it")
+        refined = [visit(point, "refine") for point in refine_points(best.point)]
+        stack_3_for(sorted((c for c in refined if can_qualify(c)), key=screen_gain, reverse=True))
+    say("scoring the chosen point's windows at the flagship's probe size")
     windows = {}
     for name in ("belief_mdp", "stack_3"):
         actor = (
@@ -551,13 +554,23 @@ def search(
         )
         rollouts = policy_rollouts(best.point, actor, FLAGSHIP_SIZE, name)
         windows[name] = _window_dict(window_scores(rollouts, name, FLAGSHIP_SIZE))
+    better = [
+        c
+        for c in candidates
+        if c.stage == "refine" and c.meets() and memory_gain(c) > memory_gain(best)
+    ]
     chosen = {
         "point": asdict(best.point),
+        "task_points_name": "memory",
         "meets_both": meets,
         "rule": CHOICE_RULE,
         "fraction_3": best.fraction(3),
         "ceiling": best.belief_mdp.value if best.belief_mdp else None,
+        "memory_gain": memory_gain(best),
         "windows_at_flagship_size": windows,
+        "refined_better": [
+            {"point": asdict(c.point), "memory_gain": memory_gain(c)} for c in better
+        ],
     }
     return save(chosen)
 
@@ -591,7 +604,8 @@ def screen_demand(candidate: Candidate) -> float:
 
 
 CHOICE_RULE = (
-    "among the visited points whose best stack-3 table earns <= 80% of the belief-MDP "
+    "among the coarse grid's points (the refinement only adds rows: runs start at the chosen "
+    "point before it ends) whose best stack-3 table earns <= 80% of the belief-MDP "
     "ceiling and whose 6-step tokens+actions window (belief-MDP policy's rollouts, "
     "screen size) has within-branch R² <= 0.8, the one with the largest ceiling - stack_3 "
     "(reward per step memory beyond 3 tokens can earn); if none, the smallest "
@@ -692,6 +706,20 @@ def table(record: Mapping[str, Any]) -> str:
                 + " ".join(_number(w["global_r2"].get(str(k))) for k in WINDOW_KS)
                 + f"; within-branch variance share {w['within_variance_share']:.3f}."
             )
+        better = chosen.get("refined_better") or []
+        lines.append(
+            "No refined neighbour that meets both bars earns more from memory."
+            if not better
+            else "Refined neighbours that meet both bars and earn more from memory (reported, "
+            "not swapped in: runs started at the chosen point): "
+            + "; ".join(
+                f"alpha {b['point']['alpha']:g} mixing {b['point']['mixing']:g} w_max "
+                f"{b['point']['w_max']:g} beta {b['point']['beta']:g} (ceiling - stack-3 "
+                f"{b['memory_gain']:.4f})"
+                for b in better
+            )
+            + "."
+        )
     return "\n".join(lines)
 
 
