@@ -250,7 +250,8 @@ def _analyze(
     run = RunArtifacts.open(context.results_dir)
     checkpoint = run.final_checkpoint()
     module = load_module(checkpoint)  # module only: no env runners, no learner
-    make_env = probing.probe_env_factory(decision_belief_in_observation)
+    point = task.point_of(plan)  # the run's operating point (task_point setting)
+    make_env = probing.probe_env_factory(decision_belief_in_observation, point)
     probe_env = make_env(1)
     layout, action_space = probe_env.layout, probe_env.single_action_space
     probe_env.close()
@@ -369,7 +370,7 @@ def _analyze(
         module, control, make_env=make_env, plan=plan, seed=context.seed, greedy=greedy, say=say
     )
 
-    values = task.solver_values()
+    values = task.solver_values(point=point)
     write_json(context.results_dir / "solver_values.json", values)
     rows = run.metrics()
     final = rows[-1] if rows else {}
@@ -385,12 +386,14 @@ def _analyze(
         "recipe": label,
         "task": {
             "model": task.MODEL,
-            "alpha": task.ALPHA,
+            "task_point": plan.task_point,
+            "alpha": point.alpha,
+            "mixing": point.mixing,
             "task": task.TASK,
-            "w_max": task.W_MAX,
-            "beta": task.BETA,
+            "w_max": point.w_max,
+            "beta": point.beta,
             "occupancy_states": list(task.OCCUPANCY_STATES),
-            "observation_delay": task.DELAY,
+            "observation_delay": point.delay,
             "episode_length": task.EPISODE_LENGTH,
             "decision_belief_in_observation": decision_belief_in_observation,
         },
@@ -471,7 +474,8 @@ def _analyze(
         rows,
         task.references_from(values),
         title=f"{label}: occupancy control "
-        f"(beta {task.BETA}, w_max {task.W_MAX}, delay {task.DELAY})",
+        f"(beta {point.beta}, w_max {point.w_max}, delay {point.delay}"
+        + (f", alpha {point.alpha}, mixing {point.mixing})" if point != task.FLAGSHIP else ")"),
         evaluations={"final greedy": returns["greedy"], "final sampled": returns["sampled"]},
     )
     record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)

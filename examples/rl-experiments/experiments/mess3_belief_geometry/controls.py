@@ -84,6 +84,8 @@ LEAVES = {  # leaf -> decision_belief_in_observation
     "reward_only": False,
     "next_token_aux": False,
     "belief_observation": True,
+    "reward_only_memory": False,  # at task.TASK_POINTS["memory"] (their budgets' task_point)
+    "next_token_aux_memory": False,
 }
 DATA = {
     "agent_greedy": "the trained agent's greedy rollouts (its own actions)",
@@ -323,7 +325,9 @@ def data_set(
     if name == "agent_greedy":
         return actor_rollouts(module, None, settings, plan)
     if name == "belief_mdp":
-        policy = belief_policy if belief_policy is not None else task.belief_mdp_policy()
+        policy = belief_policy
+        if policy is None:
+            policy = task.belief_mdp_policy(point=task.point_of(plan))
         return actor_rollouts(module, belief_actor(policy), settings, plan)
     if name == "random":
         return collect_rollouts(
@@ -465,7 +469,7 @@ def backfill(
     checkpoint = run.final_checkpoint()
     say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=LEAVES[leaf])
+    make_env = probing.probe_env_factory(LEAVES[leaf], task.point_of(plan))
     control = probing.untrained_module(
         recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
     )

@@ -62,7 +62,8 @@ INTERVENTIONS_SCHEMA_VERSION = 2
 INTERVENTION_LAYERS = ("block_2", "final_norm")  # the middle block; what the heads read
 INTERVENTIONS_FILE, INTERVENTIONS_FIGURE = "interventions.json", "interventions.png"
 STUDY = "experiments.mess3_belief_geometry"
-LEAVES = ("reward_only", "next_token_aux")  # the leaves that run interventions
+# The leaves that run interventions (the _memory ones at task.TASK_POINTS["memory"]).
+LEAVES = ("reward_only", "next_token_aux", "reward_only_memory", "next_token_aux_memory")
 
 
 def intervention_rollouts(rollouts: Rollouts, plan: Budget) -> Rollouts:
@@ -110,7 +111,7 @@ def run_interventions(
     started = time.perf_counter()
     if optimal_policy is None:
         try:
-            optimal_policy = task.belief_mdp_policy()
+            optimal_policy = task.belief_mdp_policy(point=task.point_of(plan))
         except ImportError as error:
             skipped = {"skipped": f"unavailable: rl_harness.envs.mess3.solvers ({error})"}
             write_json(Path(results_dir) / INTERVENTIONS_FILE, skipped)
@@ -269,7 +270,7 @@ def backfill(
     checkpoint = run.final_checkpoint()
     say(f"{leaf} seed {seed}{' (smoke)' if smoke else ''}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    make_env = probing.probe_env_factory(False, task.point_of(plan))
     probe_env = make_env(1)
     action_space = probe_env.single_action_space
     probe_env.close()

@@ -36,13 +36,14 @@ BELIEF_NAMES = ["decision_belief_0", "decision_belief_1", "decision_belief_2"]
 ANALYSIS_TORCH_THREADS = 1
 
 
-def probe_env_factory(decision_belief_in_observation: bool):
-    """The analysis' env factory (num_envs -> HMMVectorEnv): decision beliefs in info,
-    every episode EPISODE_LENGTH long."""
+def probe_env_factory(decision_belief_in_observation: bool, point: task.TaskPoint = task.FLAGSHIP):
+    """The analysis' env factory (num_envs -> HMMVectorEnv) at `point`: decision beliefs in
+    info, every episode EPISODE_LENGTH long."""
     config = task.env_config(
         ["decision_belief"],
         decision_belief_in_observation=decision_belief_in_observation,
         random_first_episode_length=False,
+        point=point,
     )
     return functools.partial(HMMVectorEnv, env_config=config)
 

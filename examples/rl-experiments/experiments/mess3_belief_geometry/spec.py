@@ -45,6 +45,10 @@ class Budget:
     # The interventions (leaves that run them; belief_observation keeps the same sizes):
     intervention_episodes: int  # first greedy episodes the interventions use (1/4 edited)
     intervention_steps: int  # recorded steps of each edited (after the warm-up)
+    # The task's operating point, by name (task.TASK_POINTS): "flagship" (the original
+    # study's parameters) or "memory" (where memory pays: operating_point.py). A setting, so
+    # it is recorded with the run and `--set task_point=memory` moves any leaf there.
+    task_point: str = "flagship"
 
 
 # One tiny iteration and small probes: checks the recipe end to end (meant to take well

@@ -8,12 +8,16 @@
   known), the belief MDP (the best any agent can do), the best policy on the last 2 or 3
   visible tokens and the best memoryless one (rl_harness.envs.mess3.solvers, cached on disk),
   and the belief MDP's policy (`belief_mdp_policy`), which the controls and interventions
-  act with.
+  act with;
+- the operating points (`TaskPoint`, `TASK_POINTS`): the parameters above are the
+  "flagship" point; a run names its point with the `task_point` setting (spec.Budget) and
+  every function here takes the point (`point_of(plan)`), the flagship's by default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,69 @@ DELAY = 1  # tokens are seen one step late
 EPISODE_LENGTH = 1024
 MODEL = "rl_harness.envs.mess3:control_chain_model"
 TASK = "rl_harness.envs.mess3.tasks:OccupancyControlTask"
+
+
+@dataclass(frozen=True)
+class TaskPoint:
+    """One operating point of the task: the parameters a leaf may change (the defaults are
+    the flagship's). `mixing` slows the control chain ((1 - mixing) I + mixing B,
+    `rl_harness.envs.mess3.control_chain_transition`; 1 = the fixed chain)."""
+
+    alpha: float = ALPHA
+    mixing: float = 1.0
+    w_max: float = W_MAX
+    beta: float = BETA
+    delay: int = DELAY
+
+    def problem(self) -> Any:
+        """The solvers' `OccupancyProblem` at this point."""
+        from rl_harness.envs.mess3.solvers import OccupancyProblem
+
+        return OccupancyProblem(
+            self.alpha, self.w_max, self.beta, OCCUPANCY_STATES, mixing=self.mixing
+        )
+
+    def env_config(
+        self,
+        info: Sequence[str],
+        *,
+        decision_belief_in_observation: bool = False,
+        random_first_episode_length: bool = True,
+    ) -> dict[str, Any]:
+        """The occupancy-control env at this point (see the module's `env_config`)."""
+        config: dict[str, Any] = {
+            "model": MODEL,
+            "model_kwargs": {"alpha": self.alpha},
+            "task": TASK,
+            "task_kwargs": {
+                "w_max": self.w_max,
+                "beta": self.beta,
+                "occupancy_states": list(OCCUPANCY_STATES),
+            },
+            "observation_delay": self.delay,
+            "episode_length": EPISODE_LENGTH,
+            "random_first_episode_length": random_first_episode_length,
+            "token_window": 1,
+            "action_window": 1,
+            "info": list(info),
+        }
+        if self.mixing != 1.0:  # the flagship's env_config stays as it was
+            config["model_kwargs"]["mixing"] = self.mixing
+        if decision_belief_in_observation:
+            config["include_decision_belief"] = True
+        return config
+
+
+FLAGSHIP = TaskPoint()
+# Named points a run picks with its `task_point` setting (spec.Budget). "memory": where memory
+# pays, chosen by operating_point.py before any training (operating_point.json, the README).
+TASK_POINTS = {
+    "flagship": FLAGSHIP,
+    # Noisier tokens (alpha 0.6) on a 10x slower chain (mixing 0.1), w_max, beta and delay as
+    # the flagship's: the coarse screen's best (stack-2 earns 0.50 of the ceiling 0.964, the
+    # 6-step window's within-branch R² 0.46; operating_point.json has every number).
+    "memory": TaskPoint(alpha=0.6, mixing=0.1),
+}
 
 # Solver key -> label of its reference line (the order they are drawn in).
 REFERENCES = {
@@ -42,37 +109,24 @@ def env_config(
     *,
     decision_belief_in_observation: bool = False,
     random_first_episode_length: bool = True,
+    point: TaskPoint = FLAGSHIP,
 ) -> dict[str, Any]:
-    """The occupancy-control env (`rl_harness.envs.hmm.ENV_ID`).
+    """The occupancy-control env (`rl_harness.envs.hmm.ENV_ID`) at `point`.
 
     Observation: the newest visible token (one-hot, one step late) and the previous executed
     action (scaled to [0, 1]); with `decision_belief_in_observation`, also the decision
     belief (the belief_observation control). `random_first_episode_length` spreads episode
     ends over the vectorized copies during training; rollouts for analysis turn it off.
     """
-    config: dict[str, Any] = {
-        "model": MODEL,
-        "model_kwargs": {"alpha": ALPHA},
-        "task": TASK,
-        "task_kwargs": {
-            "w_max": W_MAX,
-            "beta": BETA,
-            "occupancy_states": list(OCCUPANCY_STATES),
-        },
-        "observation_delay": DELAY,
-        "episode_length": EPISODE_LENGTH,
-        "random_first_episode_length": random_first_episode_length,
-        "token_window": 1,
-        "action_window": 1,
-        "info": list(info),
-    }
-    if decision_belief_in_observation:
-        config["include_decision_belief"] = True
-    return config
+    return point.env_config(
+        info,
+        decision_belief_in_observation=decision_belief_in_observation,
+        random_first_episode_length=random_first_episode_length,
+    )
 
 
-def solver_values(cache: bool | str | Path = True) -> dict[str, Any]:
-    """Long-run reward per step of each reference policy at this study's parameters.
+def solver_values(cache: bool | str | Path = True, point: TaskPoint = FLAGSHIP) -> dict[str, Any]:
+    """Long-run reward per step of each reference policy at `point`.
 
     From `rl_harness.envs.mess3.solvers` (cached on disk there, so only the first call pays
     for the solve). Keys: oracle, belief_mdp (belief_vi at DELAY), stack_3, stack_2,
@@ -88,19 +142,19 @@ def solver_values(cache: bool | str | Path = True) -> dict[str, Any]:
         return {key: None for key in REFERENCES} | {
             "source": f"unavailable: rl_harness.envs.mess3.solvers ({error})"
         }
-    problem = solvers.OccupancyProblem(ALPHA, W_MAX, BETA, OCCUPANCY_STATES)
+    problem, delay = point.problem(), point.delay
     solutions = {
         "oracle": solvers.solve_oracle(problem, cache=cache),
-        "belief_mdp": solvers.solve_belief_vi(problem, DELAY, cache=cache),
-        "stack_3": solvers.solve_stack(problem, DELAY, 3, cache=cache),
-        "stack_2": solvers.solve_stack(problem, DELAY, 2, cache=cache),
-        "memoryless": solvers.solve_reactive(problem, DELAY, cache=cache),
+        "belief_mdp": solvers.solve_belief_vi(problem, delay, cache=cache),
+        "stack_3": solvers.solve_stack(problem, delay, 3, cache=cache),
+        "stack_2": solvers.solve_stack(problem, delay, 2, cache=cache),
+        "memoryless": solvers.solve_reactive(problem, delay, cache=cache),
     }
     values = {key: solution.value for key, solution in solutions.items()}
     return values | {
         "converged": {key: bool(solution.converged) for key, solution in solutions.items()},
         "source": "rl_harness.envs.mess3.solvers",
-        "problem": problem.settings() | {"delay": DELAY},
+        "problem": problem.settings() | {"delay": delay},
     }
 
 
@@ -113,10 +167,18 @@ def references_from(values: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def belief_mdp_policy(cache: bool | str | Path = True) -> Any:
-    """The belief MDP's optimal policy at this study's parameters (decision beliefs (n, 3)
-    -> executed actions (n, 2)): the same solve as `solver_values`' belief_mdp (cached)."""
+def belief_mdp_policy(cache: bool | str | Path = True, point: TaskPoint = FLAGSHIP) -> Any:
+    """The belief MDP's optimal policy at `point` (decision beliefs (n, 3) -> executed
+    actions (n, 2)): the same solve as `solver_values`' belief_mdp (cached)."""
     from rl_harness.envs.mess3 import solvers
 
-    problem = solvers.OccupancyProblem(ALPHA, W_MAX, BETA, OCCUPANCY_STATES)
-    return solvers.solve_belief_vi(problem, DELAY, cache=cache).policy
+    return solvers.solve_belief_vi(point.problem(), point.delay, cache=cache).policy
+
+
+def point_of(plan: Any) -> TaskPoint:
+    """The TaskPoint a run's settings name (`task_point`; absent in older records: the
+    flagship's)."""
+    name = getattr(plan, "task_point", "flagship")
+    if name not in TASK_POINTS:
+        raise ValueError(f"unknown task_point {name!r}; one of {', '.join(TASK_POINTS)}")
+    return TASK_POINTS[name]

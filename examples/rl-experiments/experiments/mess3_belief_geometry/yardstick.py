@@ -104,12 +104,19 @@ COMPETING = {
 }
 
 
-def decision_step_matrices(observations: np.ndarray, layout: Any, low: float, high: float):
+def decision_step_matrices(
+    observations: np.ndarray,
+    layout: Any,
+    low: float,
+    high: float,
+    point: task.TaskPoint = task.FLAGSHIP,
+):
     """(E, S, 3, 3) per-step updates of the decision belief from (E, S, obs) observations
-    (the reset observation first): diag(P(newest visible token | state)) U_{previous executed
-    action}; a missing token measures nothing; the reset step is the identity."""
-    hmm = control_chain_model(task.ALPHA)
-    emission = mess3_emission(task.ALPHA)  # (state, token)
+    (the reset observation first) at `point`: diag(P(newest visible token | state))
+    U_{previous executed action}; a missing token measures nothing; the reset step is the
+    identity."""
+    hmm = control_chain_model(point.alpha, point.mixing)
+    emission = mess3_emission(point.alpha)  # (state, token)
     tokens = observations[..., layout.tokens].astype(np.float64)
     likelihood = tokens @ emission.T + (1.0 - tokens.sum(-1, keepdims=True))
     actions = low + (high - low) * observations[..., layout.actions].astype(np.float64)
@@ -119,14 +126,20 @@ def decision_step_matrices(observations: np.ndarray, layout: Any, low: float, hi
 
 
 def filter_beliefs_by_m(
-    rollouts: Rollouts, layout: Any, low: float, high: float, prior: np.ndarray, ms: Sequence[int]
+    rollouts: Rollouts,
+    layout: Any,
+    low: float,
+    high: float,
+    prior: np.ndarray,
+    ms: Sequence[int],
+    point: task.TaskPoint = task.FLAGSHIP,
 ) -> dict[int, np.ndarray]:
     """{m: (E, T, 3)} m-step filter beliefs at the recorded steps (warm-up steps as history;
     the first warm-up observation is the reset's)."""
     observations = rollouts.observations
     if rollouts.warmup_observations is not None:
         observations = np.concatenate([rollouts.warmup_observations, observations], axis=1)
-    matrices = decision_step_matrices(observations, layout, low, high)
+    matrices = decision_step_matrices(observations, layout, low, high, point)
     first = observations.shape[1] - rollouts.episode_steps
     return {m: window_beliefs(matrices, prior, m)[:, first:] for m in ms}
 
@@ -165,7 +178,8 @@ def measure(
     `greedy`: its greedy probe rollouts when the caller has them. Writes yardstick.json into
     `results_dir` unless it is None."""
     started = time.perf_counter()
-    make_env = probing.probe_env_factory(decision_belief_in_observation)
+    point = task.point_of(plan)
+    make_env = probing.probe_env_factory(decision_belief_in_observation, point)
     env = make_env(1)
     layout, space = env.layout, env.single_action_space
     env.close()
@@ -192,14 +206,14 @@ def measure(
     agent = probe(greedy.representations)  # analyze's agent probe: the same split, resamples
     low, high = float(space.low.flat[0]), float(space.high.flat[0])
     priors = {
-        "stationary": control_chain_model(task.ALPHA).initial,
+        "stationary": control_chain_model(point.alpha, point.mixing).initial,
         "policy": targets[agent.train_episodes].reshape(-1, targets.shape[-1]).mean(axis=0),
     }
     ms = range(1, M_MAX + 1)
     tables = {}
     for name, prior in priors.items():
         say(f"filters of the last m steps from the {name} prior")
-        beliefs = filter_beliefs_by_m(greedy, layout, low, high, prior, ms)
+        beliefs = filter_beliefs_by_m(greedy, layout, low, high, prior, ms, point)
         tables[name] = memory_yardstick(
             agent,
             beliefs,

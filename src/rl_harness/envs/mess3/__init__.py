@@ -1,8 +1,8 @@
 """MESS3 and friends on top of `rl_harness.envs.hmm`.
 
 Models: `mess3_model(x, alpha)` (paper setting PAPER_X = 0.05, PAPER_ALPHA = 0.85) and
-`control_chain_model(alpha)` (a fixed asymmetric 3-state chain with MESS3's emissions;
-not MESS3).
+`control_chain_model(alpha, mixing=1)` (an asymmetric 3-state chain with MESS3's emissions,
+slowed by `mixing`: `control_chain_transition`; not MESS3).
 Tasks (in `rl_harness.envs.mess3.tasks`, named in env_config as
 "rl_harness.envs.mess3.tasks:NextTokenTask" etc.): NextTokenTask, CurrentStateTask,
 PassiveTask, ControlledTask, OccupancyControlTask (continuous tilt of the control chain;
@@ -20,6 +20,7 @@ from rl_harness.envs.mess3.model import (
     PAPER_ALPHA,
     PAPER_X,
     control_chain_model,
+    control_chain_transition,
     mess3_emission,
     mess3_model,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "bayes_optimal_next_token_reward",
     "bayes_optimal_state_reward",
     "control_chain_model",
+    "control_chain_transition",
     "mess3_emission",
     "mess3_model",
 ]

@@ -20,7 +20,7 @@ PAPER_ALPHA = 0.85
 
 # The control chain: a fixed, asymmetric 3-state chain (stationary distribution
 # (0.45, 0.45, 0.10)) with MESS3's emission, the base chain OccupancyControlTask steers.
-# It is not MESS3 (no x parameter; its numbers are fixed).
+# It is not MESS3; its one knob is how fast it mixes (`control_chain_transition(mixing)`).
 CONTROL_CHAIN_TRANSITION = np.array(
     [[0.75, 0.15, 0.10], [0.15, 0.75, 0.10], [0.45, 0.45, 0.10]], dtype=np.float64
 )
@@ -55,12 +55,34 @@ def mess3_model(x: float, alpha: float) -> HMMModel:
     )
 
 
-def control_chain_model(alpha: float) -> HMMModel:
-    """The control chain: CONTROL_CHAIN_TRANSITION with MESS3 emissions,
-    started from its stationary distribution."""
+def control_chain_transition(mixing: float = 1.0) -> np.ndarray:
+    """(1 - mixing) I + mixing B with B = CONTROL_CHAIN_TRANSITION: the lazy control chain.
+
+    MESS3's x plays this part there (its chain is (1 - 3x) I + 3x * uniform): a smaller
+    `mixing` keeps the stationary distribution and slows the chain, so a state persists
+    for about 1 / mixing times as long and old tokens say more about the state now.
+    mixing = 1 is the fixed control chain."""
+    if isinstance(mixing, bool) or not isinstance(mixing, int | float):
+        raise ValueError(f"mixing must be a number in (0, 1], got {mixing!r}")
+    if not 0.0 < mixing <= 1.0:
+        raise ValueError(f"mixing must lie in (0, 1], got {mixing}")
+    if mixing == 1.0:
+        return CONTROL_CHAIN_TRANSITION
+    lazy = (1.0 - mixing) * np.eye(3) + mixing * CONTROL_CHAIN_TRANSITION
+    lazy.flags.writeable = False
+    return lazy
+
+
+def control_chain_model(alpha: float, mixing: float = 1.0) -> HMMModel:
+    """The control chain (`control_chain_transition(mixing)`; 1: CONTROL_CHAIN_TRANSITION)
+    with MESS3 emissions, started from its stationary distribution (0.45, 0.45, 0.10)."""
+    transition = control_chain_transition(mixing)  # validates mixing
+    name = f"control_chain(alpha={alpha:g})"
+    if mixing != 1.0:
+        name = f"control_chain(alpha={alpha:g}, mixing={mixing:g})"
     return HMMModel.from_transition_emission(
-        CONTROL_CHAIN_TRANSITION,
+        transition,
         mess3_emission(alpha),
         emitted_by="next",
-        name=f"control_chain(alpha={alpha:g})",
+        name=name,
     )

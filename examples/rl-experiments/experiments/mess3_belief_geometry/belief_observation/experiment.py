@@ -40,7 +40,9 @@ from rl_harness import RunContext, run_algorithm
 
 def build_config(plan: Budget) -> PPOConfig:
     """A fresh PPOConfig: the study's, with the decision belief in the observation."""
-    env_config = task.env_config(info=[], decision_belief_in_observation=True)
+    env_config = task.env_config(
+        info=[], decision_belief_in_observation=True, point=task.point_of(plan)
+    )
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 

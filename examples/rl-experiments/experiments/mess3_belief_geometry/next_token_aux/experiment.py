@@ -72,9 +72,8 @@ def module_spec() -> RLModuleSpec:
 
 def build_config(plan: Budget) -> PPOConfig:
     """A fresh PPOConfig: the study's, with the token in info, the head and its learner."""
-    config = spec.ppo_config(
-        plan, env_config=task.env_config(info=["token"]), module_spec=module_spec()
-    )
+    env_config = task.env_config(info=["token"], point=task.point_of(plan))
+    config = spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
     return config.learners(
         learner_class=NextTokenAuxPPOLearner,  # composes KVCacheLearnerMixin, as the spec needs
         learner_config_dict={"next_token_aux/weight": AUX_WEIGHT},

@@ -66,8 +66,10 @@ HEADLINE = (
 
 
 def build_config(plan: Budget) -> PPOConfig:
-    """A fresh PPOConfig: the study's PPO and agent on the task, no info in the batch."""
-    return spec.ppo_config(plan, env_config=task.env_config(info=[]), module_spec=module_spec())
+    """A fresh PPOConfig: the study's PPO and agent on the task at the plan's task_point, no
+    info in the batch."""
+    env_config = task.env_config(info=[], point=task.point_of(plan))
+    return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
 def run(context: RunContext) -> dict:

@@ -14,8 +14,8 @@ from rl_harness.envs.mess3.control import (
     tilted_transitions,
 )
 from rl_harness.envs.mess3.model import (
-    CONTROL_CHAIN_TRANSITION,
     control_chain_model,
+    control_chain_transition,
     mess3_emission,
 )
 from rl_harness.envs.mess3.tasks import OccupancyControlTask
@@ -25,6 +25,7 @@ from rl_harness.envs.mess3.tasks import OccupancyControlTask
 class OccupancyProblem:
     """The control chain with MESS3 emissions (alpha) under `OccupancyControlTask`'s reward.
 
+    `mixing` slows the base chain (`control_chain_transition`; 1: the fixed control chain).
     Validated like the task (one-line ValueError). `env_config(delay)` builds the matching
     env_config, so a solver's policy can be run in the real env.
     """
@@ -34,26 +35,30 @@ class OccupancyProblem:
     beta: float | None = None
     occupancy_states: tuple[int, ...] = (2,)
     action_cost: float = 0.0
+    mixing: float = 1.0
     base: np.ndarray = field(init=False, repr=False, compare=False)
     emission: np.ndarray = field(init=False, repr=False, compare=False)
     occupancy: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "occupancy_states", tuple(self.occupancy_states))
+        model = control_chain_model(self.alpha, self.mixing)
         task = OccupancyControlTask(
-            control_chain_model(self.alpha),
+            model,
             self.w_max,
             self.beta,
             self.occupancy_states,
             self.action_cost,
         )
-        object.__setattr__(self, "base", CONTROL_CHAIN_TRANSITION)
+        object.__setattr__(self, "base", control_chain_transition(self.mixing))
         object.__setattr__(self, "emission", mess3_emission(self.alpha))
         object.__setattr__(self, "occupancy", task.occupancy)
 
     def settings(self) -> dict[str, Any]:
         values = {k: v for k, v in asdict(self).items() if k in _FIELDS}
         values["occupancy_states"] = list(self.occupancy_states)
+        if self.mixing == 1.0:  # the fixed chain keeps its old cache keys and records
+            del values["mixing"]
         return values
 
     def step_terms(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +103,8 @@ class OccupancyProblem:
         task_kwargs["action_cost"] = self.action_cost
         config = {
             "model": "rl_harness.envs.mess3:control_chain_model",
-            "model_kwargs": {"alpha": self.alpha},
+            "model_kwargs": {"alpha": self.alpha}
+            | ({"mixing": self.mixing} if self.mixing != 1.0 else {}),
             "task": "rl_harness.envs.mess3.tasks:OccupancyControlTask",
             "task_kwargs": task_kwargs,
             "observation_delay": delay,
@@ -106,4 +112,4 @@ class OccupancyProblem:
         return config | overrides
 
 
-_FIELDS = ("alpha", "w_max", "beta", "occupancy_states", "action_cost")
+_FIELDS = ("alpha", "w_max", "beta", "occupancy_states", "action_cost", "mixing")

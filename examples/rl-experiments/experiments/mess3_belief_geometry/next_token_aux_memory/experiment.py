@@ -1,0 +1,56 @@
+"""`next_token_aux` at the operating point where memory pays (issue 52, item 2).
+
+What it shows: the same agent, auxiliary next-visible-token head, PPO and analysis as
+`next_token_aux` (its experiment.py), on the task at `task.TASK_POINTS["memory"]` (see
+`reward_only_memory` and operating_point.py). The only difference from `next_token_aux` is
+the budgets' `task_point` setting ("memory").
+
+Run (from the experiment repo):
+
+    uv run rl-harness experiments.mess3_belief_geometry.next_token_aux_memory.experiment --smoke
+    uv run rl-harness experiments.mess3_belief_geometry.next_token_aux_memory.experiment
+
+Writes what `next_token_aux` writes; probe_metrics.json's "task" block names the point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from experiments.mess3_belief_geometry import analysis, spec
+from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noqa: F401
+    AUX_TARGETS,
+    AUX_WEIGHT,
+    MODEL_CONFIG,
+    build_config,
+    module_spec,
+)
+from experiments.mess3_belief_geometry.spec import Budget
+from rl_harness import RunContext, run_algorithm
+
+TASK_POINT = "memory"  # task.TASK_POINTS
+# The study's budgets, each at the memory point (read by the harness and tools).
+BUDGETS = {
+    name: dataclasses.replace(plan, task_point=TASK_POINT) for name, plan in spec.BUDGETS.items()
+}
+SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
+DEFAULT_BUDGET = spec.DEFAULT_BUDGET
+
+
+def run(context: RunContext) -> dict:
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=analysis.checkpoint_schedule(plan),
+    )
+    record = analysis.analyze(
+        context,
+        label="next_token_aux_memory",
+        module_spec=module_spec(),
+        plan=plan,
+        aux_weight=AUX_WEIGHT,
+        interventions=True,
+    )
+    return analysis.summary(result, record)

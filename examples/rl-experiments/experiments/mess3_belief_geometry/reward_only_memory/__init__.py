@@ -1,0 +1,1 @@
+"""reward_only at the operating point where memory pays (task.TASK_POINTS["memory"])."""

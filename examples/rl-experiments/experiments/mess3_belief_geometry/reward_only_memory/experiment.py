@@ -1,0 +1,56 @@
+"""`reward_only` at the operating point where memory pays (issue 52, item 2).
+
+What it shows: the same agent, PPO and analysis as `reward_only` (its experiment.py), on the
+task at `task.TASK_POINTS["memory"]` instead of the flagship's parameters: there the best
+table on the last 3 visible tokens earns a far smaller share of the belief-MDP ceiling and a
+window of the last 6 tokens and actions predicts far less of the decision belief within
+branches (operating_point.py found the point with the exact solvers before any training;
+its record operating_point.json and the study README's table give the numbers). The only
+difference from `reward_only` is the budgets' `task_point` setting ("memory"), so
+`reward_only --set task_point=memory` runs the same thing.
+
+Run (from the experiment repo):
+
+    uv run rl-harness experiments.mess3_belief_geometry.reward_only_memory.experiment --smoke
+    uv run rl-harness experiments.mess3_belief_geometry.reward_only_memory.experiment
+
+Writes what `reward_only` writes; probe_metrics.json's "task" block names the point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from experiments.mess3_belief_geometry import analysis, spec
+from experiments.mess3_belief_geometry.reward_only.experiment import (  # noqa: F401
+    HEADLINE,
+    build_config,
+)
+from experiments.mess3_belief_geometry.spec import MODEL_CONFIG, Budget, module_spec  # noqa: F401
+from rl_harness import RunContext, run_algorithm
+
+TASK_POINT = "memory"  # task.TASK_POINTS
+# The study's budgets, each at the memory point (read by the harness and tools).
+BUDGETS = {
+    name: dataclasses.replace(plan, task_point=TASK_POINT) for name, plan in spec.BUDGETS.items()
+}
+SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
+DEFAULT_BUDGET = spec.DEFAULT_BUDGET
+
+
+def run(context: RunContext) -> dict:
+    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+    result = run_algorithm(
+        build_config(plan),
+        context,
+        stop=plan.iterations,
+        checkpoint_schedule=analysis.checkpoint_schedule(plan),
+    )
+    record = analysis.analyze(
+        context,
+        label="reward_only_memory",
+        module_spec=module_spec(),
+        plan=plan,
+        interventions=True,
+    )
+    return analysis.summary(result, record)
