@@ -18,6 +18,7 @@ from rl_harness.harness.manifest import manifest_path
 from rl_harness.harness.runtools.compare import compare_metrics
 from rl_harness.harness.runtools.diff import diff_runs, diff_text
 from rl_harness.harness.runtools.records import (
+    RunRecord,
     RunToolError,
     Unreadable,
     find_runs,
@@ -41,6 +42,14 @@ def warn_unreadable(unreadable: Sequence[Unreadable], prog: str) -> None:
         print(f"{prog}: warning: {folder}", file=sys.stderr)
 
 
+def warn_problems(records: Sequence[RunRecord], prog: str) -> None:
+    """One stderr line per file the (lenient) readers could not read, or read in part (a
+    truncated metrics.jsonl row), naming it and what was skipped; the output goes on."""
+    for record in records:
+        for problem in record.problems:
+            print(f"{prog}: warning: {problem}", file=sys.stderr)
+
+
 def runs_main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="rl-harness runs",
@@ -62,7 +71,7 @@ def runs_main(argv: list[str]) -> int:
         root = Path(args.path).expanduser()
         if not root.is_dir():
             raise RunToolError(f"no such folder: {args.path}")
-        scan = find_runs(root)
+        scan = find_runs(root, lenient=True)
     except (UsageError, RunToolError) as error:
         return fail(str(error))
     warn_unreadable(scan.unreadable, "rl-harness runs")
@@ -73,8 +82,10 @@ def runs_main(argv: list[str]) -> int:
     if args.mark_crashed:
         marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
         print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
-        records = find_runs(root).records
-    print(runs_table(records))
+        records = find_runs(root, lenient=True).records
+    table = runs_table(records)
+    warn_problems(records, "rl-harness runs")
+    print(table)
     return EXIT_OK
 
 
@@ -84,7 +95,7 @@ def show_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     try:
         args = parser.parse_args(argv)
-        record = resolve_run(args.run)
+        record = resolve_run(args.run, lenient=True)
         text = (
             json.dumps(show_json(record), indent=2, sort_keys=True, default=str)
             if args.json
@@ -92,6 +103,7 @@ def show_main(argv: list[str]) -> int:
         )
     except (UsageError, RunToolError) as error:
         return fail(str(error))
+    warn_problems([record], "rl-harness show")
     print(text)
     return EXIT_OK
 
@@ -109,11 +121,14 @@ def diff_main(argv: list[str]) -> int:
     parser.add_argument("run_b", metavar="RUN_B", help=RUN_HELP)
     try:
         args = parser.parse_args(argv)
-        run_a, run_b = resolve_run(args.run_a), resolve_run(args.run_b)
+        run_a = resolve_run(args.run_a, lenient=True)
+        run_b = resolve_run(args.run_b, lenient=True)
         result = diff_runs(run_a, run_b)
+        text = diff_text(run_a, run_b, result)
     except (UsageError, RunToolError) as error:
         return fail(str(error))
-    print(diff_text(run_a, run_b, result))
+    warn_problems([run_a, run_b], "rl-harness diff")  # after every record was read
+    print(text)
     return EXIT_OK if result.identical else EXIT_DIFFERENT
 
 
