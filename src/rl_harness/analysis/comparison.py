@@ -2,8 +2,9 @@
 
     comparison = compare_runs([study_dir], metrics=None)       # library use (a synthesis leaf)
     write_comparison(comparison, out_dir)                        # comparison.md/.json/.png
-    rl-harness compare PATH... [--metric KEY]... [--group-by KEY]... [--where KEY=VALUE]...
-                       [--json] [--out DIR] [--allow-mixed]
+    rl-harness compare PATH... [--metric KEY]... [--metrics all|KEY,KEY] [--group-by KEY]...
+                       [--where KEY=VALUE]... [--library-commit COMMIT] [--json] [--out DIR]
+                       [--allow-mixed] [--allow-mixed-budgets]
 
 Every completed run (run_manifest.json status "completed") at or under the paths counts; a
 Tune run counts once per trial (its seed), with that trial's final metrics. A run's arm is its
@@ -17,8 +18,10 @@ Metric keys, looked up in this order for each run:
   its value; "[i]" after a part indexes a JSON list, negative from the end (e.g.
   "closed_loop_probes.json:probes[-1]/r2_pooled", the last checkpoint's probe);
 - "<path>": the same path in result.json, then probe_metrics.json.
-Defaults: return_per_step and every pooled R² in probe_metrics.json ("r2_pooled" at any
-depth). Across runs: mean and a 95% Student-t interval (none for a single run); runs
+Defaults: the result keys the runs' recipes declare as their HEADLINE (read from the recipe
+source with `ast`, never imported); without one, return_per_step and the first pooled R²s
+of probe_metrics.json ("r2_pooled" at any depth), DEFAULT_COUNT in all, a note naming how
+many were left out. "all": `every_metric`. Across runs: mean and a 95% Student-t interval (none for a single run); runs
 without the metric are counted per metric.
 
 Config keys (dotted keys of config.json, e.g. "lr", "env_config.episode_length",
@@ -28,7 +31,11 @@ the given values (`--where lr=0.001`: compared as JSON values, else as text).
 
 Runs that are not completed are left out (a note counts them by status: failed, interrupted,
 crashed, still running). Run folders that cannot be read (a corrupt manifest, a
-results/<run-id>/ without one) are named in `unreadable` and a note, never skipped silently.
+results/<run-id>/ without one, a summary.json that cannot be read) are named in `unreadable`
+and a note, never skipped silently; files read in part (a truncated metrics.jsonl row, a
+corrupt config.json or probe_metrics.json read as absent) are named in `warnings`.
+`library_commit` (or `where={"library.commit": ...}`, read from the manifest) keeps the runs
+of one library commit (a prefix).
 Runs from different library commits are refused (their numbers may not be comparable) unless
 `allow_mixed`; runs of different budgets (the manifest's `options.budget`; smoke with
 non-smoke; a run recorded before budgets had names reads "unrecorded") are refused unless
