@@ -21,8 +21,8 @@ Metric keys, looked up in this order for each run:
 Defaults: the result keys the runs' recipes declare as their HEADLINE (read from the recipe
 source with `ast`, never imported); without one, return_per_step and the first pooled R²s
 of probe_metrics.json ("r2_pooled" at any depth), DEFAULT_COUNT in all, a note naming how
-many were left out. "all": `every_metric`. Across runs: mean and a 95% Student-t interval (none for a single run); runs
-without the metric are counted per metric.
+many were left out. "all": `every_metric`. Across runs: mean and a 95% Student-t interval
+(none for a single run); runs without the metric are counted per metric.
 
 Config keys (dotted keys of config.json, e.g. "lr", "env_config.episode_length",
 "module.model_config.hidden_size"; a Tune trial's own config): `group_by` splits each arm by
