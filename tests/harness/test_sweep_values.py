@@ -175,3 +175,34 @@ def test_arm_planner_keeps_tuple_commas_and_takes_the_product():
     assert split_top_level("(1,2),[3,(4,5)],6") == ["(1,2)", "[3,(4,5)]", "6"]
     with pytest.raises(SweepError, match="write each tuple value"):
         plan_arms(["hidden=(1,2),3"], budget)
+
+
+# --- real RLlib: the CartPole smoke recipe over two values of a setting -------------------
+
+SMOKE = "experiments.example_study.smoke.experiment"
+
+
+@pytest.mark.slow
+def test_a_value_sweep_of_the_cartpole_smoke_recipe_trains_what_it_records(tmp_path, capsys):
+    results, artifacts = tmp_path / "results", tmp_path / "artifacts"
+    # One run at a time on 2 cores (each starts its own Ray).
+    argv = ["sweep", SMOKE, "--seeds", "0", "--smoke", "--set", "iterations=1,2"]
+    argv += ["--cpus-per-run", "2", "--results-dir", str(results)]
+    argv += ["--artifacts-dir", str(artifacts), "--no-upload-artifacts"]
+    assert main(argv) == 0, capsys.readouterr().out[-3000:]
+    records = {manifest(p)["budget"]["settings"]["iterations"]: p for p in results.iterdir()}
+    assert sorted(records) == [1, 2]
+    for iterations, folder in records.items():
+        record = manifest(folder)
+        assert record["status"] == "completed" and record["options"]["set"] == [
+            f"iterations={iterations}"
+        ]
+        rows = (folder / "metrics.jsonl").read_text().splitlines()
+        assert len(rows) == iterations  # trained what the record says
+        assert json.loads((folder / "result.json").read_text())["iterations"] == iterations
+    capsys.readouterr()
+    # The arms side by side, as the sweep's last line says.
+    group = ["--group-by", "budget.settings.iterations"]
+    assert main(["compare", str(results), *group, "--metric", "training_iteration"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:4]]
+    assert [row[-1] for row in rows] == ["1", "2"]

@@ -224,7 +224,10 @@ class RunRecord:
     @cached_property
     def summary(self) -> dict[str, Any] | None:
         value = self._optional(self.paths.summary)
-        return value if isinstance(value, dict) or not self.lenient else None
+        if value is None or isinstance(value, dict) or not self.lenient:
+            return value
+        _note(self.problems, f"{self.paths.summary} is not a JSON object; read without it")
+        return None
 
     @cached_property
     def config(self) -> dict[str, Any] | None:
@@ -344,13 +347,10 @@ def find_runs(root: Path, *, lenient: bool = False) -> RunScan:
     for folder in found:
         try:
             record = load_run(folder, lenient=lenient)
+            if record.manifest_error is not None:  # lenient: nothing says what ran
+                raise RunToolError(record.manifest_error)
         except RunToolError as error:
             unreadable.append(Unreadable(folder, _reason(error, folder)))
-            continue
-        if record.manifest_error is not None:  # lenient, and its manifest is unreadable
-            unreadable.append(
-                Unreadable(folder, _reason(RunToolError(record.manifest_error), folder))
-            )
             continue
         records.append(record)
     for folder in lost:
