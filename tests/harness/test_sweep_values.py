@@ -164,6 +164,7 @@ def test_arm_planner_keeps_tuple_commas_and_takes_the_product():
         for lr in ("1e-4", "3e-4")
     ]
     assert arms[0].swept == ("hidden", "lr") and arms[0].label == "hidden=64,64 lr=1e-4"
+    assert arms[0].shared == ("steps=5",)  # what a --then synthesis gets
     # A tuple without brackets is one value, as a run reads it; nothing swept.
     (one,) = plan_arms(["hidden=64,64", "name=x"], budget)
     assert one.overrides == ("hidden=64,64", "name=x") and one.label == "-"

@@ -216,16 +216,10 @@ def main(argv: list[str]) -> int:
     if args.then is None:
         return EXIT_OK
     # The synthesis gets the run options and the settings every arm shares, not the swept ones.
-    shared = [
-        w for text in arms[0].overrides if _key(text) not in arms[0].swept for w in ("--set", text)
-    ]
+    shared = [word for text in arms[0].shared for word in ("--set", text)]
     then_argv = [*without_set(passthrough), *shared]
     command = [sys.executable, "-m", "rl_harness.cli", args.then, *then_argv]
     return subprocess.run(command, env=sweep.child_environment({}), check=False).returncode
-
-
-def _key(text: str) -> str:
-    return text.partition("=")[0].strip()
 
 
 def value_arms(targets: list[str], base: RunOptions) -> list[Arm]:

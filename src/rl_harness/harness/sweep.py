@@ -75,6 +75,11 @@ class Arm:
         return tuple(f"{key}={value}" for key, value in self.settings)
 
     @property
+    def shared(self) -> tuple[str, ...]:
+        """The `--set` texts of the settings every arm shares (not swept)."""
+        return tuple(f"{k}={v}" for k, v in self.settings if k not in self.swept)
+
+    @property
     def label(self) -> str:
         """The swept settings ("lr=0.0001 hidden=64,64"), "-" when nothing is swept."""
         shown = [f"{key}={value}" for key, value in self.settings if key in self.swept]
