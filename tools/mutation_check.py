@@ -551,6 +551,16 @@ MUTATIONS = [
         "a run with a corrupt manifest would vanish from runs and compare without a word",
     ),
     Mutation(
+        "torn-row-silent",
+        "harness/runtools/records.py",
+        (("            _note(self.problems, problem)\n", "            pass\n"),),
+        (
+            "tests/tools/test_readers_go_on.py::"
+            "test_each_unreadable_file_is_one_warning_line_and_the_output_goes_on",
+        ),
+        "a truncated metrics.jsonl row would be skipped without a word (final iteration off by 1)",
+    ),
+    Mutation(
         "set-unchecked-type",
         "harness/budgets.py",
         (
@@ -927,6 +937,16 @@ MUTATIONS = [
             "test_pre_activations_have_unit_variance_on_the_fit_steps",
         ),
         "the random features' weights at the wrong scale (pre-activations not of unit variance)",
+    ),
+    Mutation(
+        "sweep-values-whole",
+        "harness/sweep.py",
+        (("        values = split_top_level(text)\n", "        values = [text]\n"),),
+        (
+            "tests/harness/test_sweep_values.py::"
+            "test_values_give_arms_each_a_full_run_and_a_rerun_does_only_what_is_missing",
+        ),
+        "`--set lr=1e-4,3e-4` would reach every run whole instead of giving two arms",
     ),
 ]
 

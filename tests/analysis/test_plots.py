@@ -87,3 +87,16 @@ def test_simplex_scatter_draws_into_a_callers_panel(tmp_path):
     assert _has_color(image[:, 2 * third :], (0, 0, 1))
     with pytest.raises(ValueError, match="2 colours for 3 points"):
         simplex_scatter(axes[0], corners, colors=np.zeros((2, 3)))
+
+
+def test_belief_simplex_has_a_colour_legend_below_its_panels(tmp_path):
+    """RGB = belief is said in a legend: its three swatches (a shade darker than the points'
+    pure colours) lie in a strip below the panels, where no point is drawn."""
+    beliefs = np.repeat(np.eye(3), 20, axis=0)
+    path = plot_belief_simplex(tmp_path / "simplex.png", beliefs, beliefs, point_size=80)
+    image = matplotlib.image.imread(path)
+    strip = image[int(0.88 * image.shape[0]) :]  # the bottom eighth: the legend
+    panels = image[: int(0.85 * image.shape[0])]
+    for shade in [(0.8, 0, 0), (0, 0.8, 0), (0, 0, 0.8)]:
+        assert _has_color(strip, shade, tol=0.03), shade
+        assert not _has_color(panels, shade, tol=0.03), shade

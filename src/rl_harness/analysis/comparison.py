@@ -2,8 +2,9 @@
 
     comparison = compare_runs([study_dir], metrics=None)       # library use (a synthesis leaf)
     write_comparison(comparison, out_dir)                        # comparison.md/.json/.png
-    rl-harness compare PATH... [--metric KEY]... [--group-by KEY]... [--where KEY=VALUE]...
-                       [--json] [--out DIR] [--allow-mixed]
+    rl-harness compare PATH... [--metric KEY]... [--metrics all|KEY,KEY] [--group-by KEY]...
+                       [--where KEY=VALUE]... [--library-commit COMMIT] [--json] [--out DIR]
+                       [--allow-mixed] [--allow-mixed-budgets]
 
 Every completed run (run_manifest.json status "completed") at or under the paths counts; a
 Tune run counts once per trial (its seed), with that trial's final metrics. A run's arm is its
@@ -17,9 +18,11 @@ Metric keys, looked up in this order for each run:
   its value; "[i]" after a part indexes a JSON list, negative from the end (e.g.
   "closed_loop_probes.json:probes[-1]/r2_pooled", the last checkpoint's probe);
 - "<path>": the same path in result.json, then probe_metrics.json.
-Defaults: return_per_step and every pooled R² in probe_metrics.json ("r2_pooled" at any
-depth). Across runs: mean and a 95% Student-t interval (none for a single run); runs
-without the metric are counted per metric.
+Defaults: the result keys the runs' recipes declare as their HEADLINE (read from the recipe
+source with `ast`, never imported); without one, return_per_step and the first pooled R²s
+of probe_metrics.json ("r2_pooled" at any depth), DEFAULT_COUNT in all, a note naming how
+many were left out. "all": `every_metric`. Across runs: mean and a 95% Student-t interval
+(none for a single run); runs without the metric are counted per metric.
 
 Config keys (dotted keys of config.json, e.g. "lr", "env_config.episode_length",
 "module.model_config.hidden_size"; a Tune trial's own config): `group_by` splits each arm by
@@ -28,7 +31,11 @@ the given values (`--where lr=0.001`: compared as JSON values, else as text).
 
 Runs that are not completed are left out (a note counts them by status: failed, interrupted,
 crashed, still running). Run folders that cannot be read (a corrupt manifest, a
-results/<run-id>/ without one) are named in `unreadable` and a note, never skipped silently.
+results/<run-id>/ without one, a summary.json that cannot be read) are named in `unreadable`
+and a note, never skipped silently; files read in part (a truncated metrics.jsonl row, a
+corrupt config.json or probe_metrics.json read as absent) are named in `warnings`.
+`library_commit` (or `where={"library.commit": ...}`, read from the manifest) keeps the runs
+of one library commit (a prefix).
 Runs from different library commits are refused (their numbers may not be comparable) unless
 `allow_mixed`; runs of different budgets (the manifest's `options.budget`; smoke with
 non-smoke; a run recorded before budgets had names reads "unrecorded") are refused unless
@@ -40,10 +47,13 @@ otherwise pool or drop everything).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import math
+import os
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,7 +62,7 @@ from typing import Any
 from rl_harness.harness.configrecord import config_lookup, flat_config
 from rl_harness.harness.console import text_table
 from rl_harness.harness.metric_keys import LENGTH_KEY, RETURN_KEY
-from rl_harness.harness.metrics import flatten
+from rl_harness.harness.metrics import flatten, is_timing_key
 from rl_harness.harness.runtools.records import RunRecord, RunToolError, Unreadable, find_runs
 
 RETURN_PER_STEP = "return_per_step"
@@ -60,6 +70,11 @@ PROBE_FILE = "probe_metrics.json"
 CONFIDENCE = 0.95
 UNRECORDED_BUDGET = "unrecorded"  # a non-smoke run recorded before budgets had names
 BUDGET_KEY = "budget.name"  # config.json's record of the budget (runners/common.py)
+LIBRARY_COMMIT_KEY = "library.commit"  # a `where` key read from the manifest, not config.json
+ALL_METRICS = "all"  # compare_runs(metrics="all"): every metric (`every_metric`)
+DEFAULT_COUNT = 6  # metrics shown when the recipes declare no HEADLINE
+WIDE = 6  # more metrics than this: the text table lists one metric per row
+MAX_PANELS = 12  # panels in comparison.png (3 columns x 4 rows at most)
 
 
 class ComparisonError(ValueError):
@@ -107,6 +122,9 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     budgets: list[str] = field(default_factory=list)  # the budgets of the compared runs
     unreadable: list[str] = field(default_factory=list)  # "cannot read run folder X: why"
+    # Files of compared runs read in part or not at all (a truncated metrics.jsonl row, a
+    # corrupt probe_metrics.json), each naming the file and what was skipped.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,7 +168,8 @@ def _lookup(document: Any, path: str) -> tuple[bool, float | None]:
 
 
 class _RunReader:
-    """The records of one run, read once."""
+    """The records of one run, read once (a record that cannot be read reads as absent; a
+    lenient `RunRecord` notes it in its `problems`)."""
 
     def __init__(self, record: RunRecord) -> None:
         self.record = record
@@ -158,10 +177,9 @@ class _RunReader:
 
     def json(self, name: str) -> Any:
         if name not in self._json:
-            path = self.record.path / name
             try:
-                self._json[name] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+                self._json[name] = self.record.optional_json(name)
+            except RunToolError:  # a strict record: absent, as before
                 self._json[name] = None
         return self._json[name]
 
@@ -183,7 +201,7 @@ class _RunReader:
         return False, None
 
 
-def default_metrics(records: Sequence[RunRecord]) -> list[str]:
+def pooled_r2_metrics(records: Sequence[RunRecord]) -> list[str]:
     """return_per_step plus every pooled R² found in the runs' probe_metrics.json."""
     keys: list[str] = [RETURN_PER_STEP]
     for record in records:
@@ -198,6 +216,92 @@ def default_metrics(records: Sequence[RunRecord]) -> list[str]:
                     keys.append(key)
             elif flat_key.split("/")[-1] == "r2_pooled" and f"{PROBE_FILE}:{flat_key}" not in keys:
                 keys.append(f"{PROBE_FILE}:{flat_key}")  # a pooled R² that was undefined
+    return keys
+
+
+def _headline_in(source: Path) -> tuple[str, ...]:
+    """A module-level `HEADLINE = ("a", "b/c", ...)` literal in a recipe's source, read with
+    `ast` (never imported); () when there is none or it is not a literal of strings."""
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "HEADLINE" for t in targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return ()
+            if isinstance(value, tuple | list) and all(isinstance(k, str) for k in value):
+                return tuple(value)
+    return ()
+
+
+def recipe_headline(record: RunRecord) -> tuple[str, ...]:
+    """The result keys the run's recipe declares as its `HEADLINE` (README: the closing
+    line's numbers): read from the recorded source file, else from the file of that name in
+    the leaf beside results/ (a run copied with its repo); () when neither declares one.
+    It only chooses which numbers to show: the values always come from the run's records."""
+    recorded = record.section("experiment").get("source_file")
+    if not recorded:
+        return ()
+    for source in (Path(recorded), record.path.parent.parent / Path(recorded).name):
+        if source.is_file():
+            return _headline_in(source)
+    return ()
+
+
+def default_metrics(records: Sequence[RunRecord]) -> tuple[list[str], str | None]:
+    """The handful of metrics `compare` shows unless told: the HEADLINE keys the runs'
+    recipes declare (in order, each once), else return_per_step and the first pooled R²s of
+    probe_metrics.json (DEFAULT_COUNT in all). Returns the keys and a note naming what was
+    left out (None when nothing was)."""
+    keys: list[str] = []
+    for record in records:
+        keys += [key for key in recipe_headline(record) if key not in keys]
+    if keys:
+        return keys, None
+    found = pooled_r2_metrics(records)
+    if len(found) <= DEFAULT_COUNT:
+        return found, None
+    note = (
+        f"showing {DEFAULT_COUNT} of {len(found)} pooled metrics (the recipes declare no "
+        "HEADLINE); --metrics all shows every metric, --metric KEY picks"
+    )
+    return found[:DEFAULT_COUNT], note
+
+
+def _numeric_paths(node: Any, prefix: str = "") -> list[str]:
+    """ "/"-joined paths of the numbers in a JSON document (a {value, low, high} estimate is
+    one number); lists are left out (`--metric` reaches into them with [i])."""
+    if isinstance(node, Mapping):
+        if "value" in node and _number(node) is not None:
+            return [prefix]
+        paths: list[str] = []
+        for key, value in node.items():
+            if "/" in str(key) or "[" in str(key):  # a key a "/" path cannot name
+                continue
+            paths += _numeric_paths(value, f"{prefix}/{key}" if prefix else str(key))
+        return paths
+    return [prefix] if prefix and _number(node) is not None else []
+
+
+def every_metric(records: Sequence[RunRecord]) -> list[str]:
+    """`--metrics all`: the HEADLINE keys, return_per_step, every pooled R² of
+    probe_metrics.json, every number of result.json, then every non-timing key of the final
+    metrics.jsonl row; each once, in that order."""
+    keys = default_metrics(records)[0]
+    for key in pooled_r2_metrics(records):
+        keys += [key] if key not in keys else []
+    for record in records:
+        result = _RunReader(record).json("result.json")
+        keys += [k for k in _numeric_paths(result) if k not in keys]
+    for record in records:
+        final = record.final_metrics
+        keys += [k for k in final if not is_timing_key(k) and k not in keys]
     return keys
 
 
@@ -351,33 +455,48 @@ def _status_counts(records: Sequence[RunRecord]) -> str:
 
 def compare_runs(
     paths: Sequence[Path | str],
-    metrics: Sequence[str] | None = None,
+    metrics: Sequence[str] | str | None = None,
     *,
     allow_mixed: bool = False,
     allow_mixed_budgets: bool = False,
     group_by: Sequence[str] = (),
     where: Mapping[str, Any] | None = None,
+    library_commit: str | None = None,
 ) -> Comparison:
     """Compare the completed runs at or under `paths` (run folders or study folders).
 
-    `group_by`: config.json keys that split each arm by their values; `where`: config.json
-    key -> value a run must have to count (see the module docstring). Runs of different
-    library commits or budgets are refused unless `allow_mixed` / `allow_mixed_budgets`."""
+    `metrics`: keys (see the module docstring); None: the handful `default_metrics` picks;
+    "all": `every_metric`. `group_by`: config.json keys that split each arm by their values;
+    `where`: config.json key -> value a run must have to count (see the module docstring);
+    `library_commit` (or `where={"library.commit": ...}`): only runs of the library commit
+    starting with it (the manifest's `library.commit`). Runs of different library commits or
+    budgets are refused unless `allow_mixed` / `allow_mixed_budgets`."""
+    where = dict(where or {})
+    if LIBRARY_COMMIT_KEY in where:
+        picked = str(where.pop(LIBRARY_COMMIT_KEY))
+        if library_commit is not None and picked != library_commit:
+            raise ComparisonError(
+                f"library commit given twice: {library_commit} and {LIBRARY_COMMIT_KEY}={picked}"
+            )
+        library_commit = picked
     records: dict[Path, RunRecord] = {}
     unreadable: dict[Path, Unreadable] = {}
     for path in map(Path, paths):
         if not path.exists():
             raise ComparisonError(f"no such folder: {path}")
-        scan = find_runs(path)
+        scan = find_runs(path, lenient=True)
         unreadable.update((u.path, u) for u in scan.unreadable)
         for record in scan.records:
             records.setdefault(record.path, record)
     for record in list(records.values()):
-        try:  # read now: a corrupt record is named, not a traceback halfway through
-            _ = record.summary, record.config, record.metrics_rows
-        except (RunToolError, ValueError) as error:
+        # Read now, so each unreadable file is named. Without its summary a run cannot be
+        # told from a Tune run (one unit per trial): it is left out, named.
+        _ = record.summary, record.config, record.metrics_rows
+        if record.summary is None and record.paths.summary.is_file():
             del records[record.path]
-            unreadable[record.path] = Unreadable(record.path, str(error))
+            problem = next(p for p in record.problems if str(record.paths.summary) in p)
+            why = problem.replace(f"{record.path}{os.sep}", "").removesuffix("; read without it")
+            unreadable[record.path] = Unreadable(record.path, f"{why}: its runner is unknown")
     cannot_read = [str(u) for u in unreadable.values()]
     completed = [r for r in records.values() if r.status == "completed"]
     others = [r for r in records.values() if r.status != "completed"]
@@ -388,23 +507,33 @@ def compare_runs(
                 cannot_read
             )
         raise ComparisonError(f"no completed runs under {', '.join(map(str, paths))} ({found})")
+    notes = [f"left out: {line}" for line in cannot_read]
+    if library_commit is not None:
+        completed, note = _of_library_commit(completed, library_commit)
+        notes.append(note)
     by_commit: dict[str | None, list[str]] = {}
     for record in completed:
         by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
-    notes = [f"left out: {line}" for line in cannot_read]
     _check_config_keys(completed, group_by, "--group-by")
-    _check_config_keys(completed, list(where or {}), "--where")
+    _check_config_keys(completed, list(where), "--where")
     if len(by_commit) > 1:
         listing = _listing(by_commit, 12)
         if not allow_mixed:
             raise ComparisonError(
-                f"runs come from {len(by_commit)} library commits ({listing}); "
-                "pass --allow-mixed (allow_mixed=True) to compare them anyway"
+                f"runs come from {len(by_commit)} library commits ({listing}); pick one with "
+                "--library-commit COMMIT (library_commit=), or pass --allow-mixed "
+                "(allow_mixed=True) to compare them anyway"
             )
         notes.append(f"mixed library commits: {listing}")
     if others:
         notes.append(f"left out {len(others)} runs not completed: {_status_counts(others)}")
-    keys = list(metrics) if metrics else default_metrics(completed)
+    if metrics == ALL_METRICS:
+        keys = every_metric(completed)
+    elif metrics:
+        keys = [metrics] if isinstance(metrics, str) else list(metrics)
+    else:
+        keys, shown = default_metrics(completed)
+        notes += [shown] if shown else []
     entries: list[RunEntry] = []
     known: set[str] = set()
     dropped = 0
@@ -428,7 +557,9 @@ def compare_runs(
     if budget_note.startswith("mixed") and not split:
         notes.append(budget_note)
     unknown = [key for key in keys if key not in known]
-    if metrics and unknown:
+    if metrics == ALL_METRICS:
+        keys = [key for key in keys if key in known]
+    elif metrics and unknown:
         raise ComparisonError(f"no run has the metric(s) {', '.join(unknown)}")
     arms = []
     for arm in sorted({e.arm for e in entries}):
@@ -438,6 +569,8 @@ def compare_runs(
             for key in keys
         }
         arms.append(ArmSummary(arm, len(members), [e.seed for e in members], summaries))
+    warnings = [problem for record in completed for problem in record.problems]
+    notes += [f"read in part: {line}" for line in warnings]
     return Comparison(
         keys,
         arms,
@@ -446,7 +579,29 @@ def compare_runs(
         notes=notes,
         budgets=sorted({e.budget for e in entries}),
         unreadable=cannot_read,
+        warnings=warnings,
     )
+
+
+def _of_library_commit(records: Sequence[RunRecord], commit: str) -> tuple[list[RunRecord], str]:
+    """The runs whose library commit starts with `commit` (a short commit as `runs` shows
+    it), and a note saying how many were left out; ComparisonError naming the commits the
+    runs have when none matches."""
+    wanted = commit.strip().lower()
+    if not wanted:
+        raise ComparisonError("--library-commit needs a commit (a prefix of one)")
+    chosen = [
+        r for r in records if str(r.section("library").get("commit") or "").startswith(wanted)
+    ]
+    if not chosen:
+        counts: dict[str, int] = {}
+        for record in records:
+            key = str(record.section("library").get("commit") or "none")[:12]
+            counts[key] = counts.get(key, 0) + 1
+        have = ", ".join(f"{key} ({n} runs)" for key, n in sorted(counts.items()))
+        raise ComparisonError(f"no completed run has library commit {commit}; they have: {have}")
+    left = len(records) - len(chosen)
+    return chosen, f"only runs of library commit {commit} ({left} left out)"
 
 
 def _cell(summary: MetricSummary, n_runs: int) -> str:
@@ -469,9 +624,26 @@ def comparison_rows(comparison: Comparison) -> list[list[str]]:
     return rows
 
 
+def short_arm_labels(arms: Sequence[str]) -> list[str]:
+    """Each arm by the fewest trailing path parts that still tell it from the others
+    ("examples/.../study/reward_only [lr=0.1]" -> "reward_only [lr=0.1]")."""
+    parts = [arm.split("/") for arm in arms]
+    for depth in range(1, max((len(p) for p in parts), default=1) + 1):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return list(arms)
+
+
 def comparison_text(comparison: Comparison) -> str:
-    """An aligned plain-text table: mean [95% interval] across runs, per arm and metric."""
+    """An aligned plain-text table: mean [95% interval] across runs, per arm and metric; with
+    more than WIDE metrics, one metric per row and one arm per column (keys stay readable)."""
     header, *rows = comparison_rows(comparison)
+    if len(comparison.metrics) > WIDE:
+        labels = short_arm_labels([arm.arm for arm in comparison.arms])
+        runs = [f"{label} ({row[1]} runs)" for label, row in zip(labels, rows, strict=True)]
+        header = ["metric", *runs]
+        rows = [[key, *(row[2 + i] for row in rows)] for i, key in enumerate(comparison.metrics)]
     table = text_table(header, rows, rule=True)
     footer = (
         f"mean [{comparison.confidence:.0%} t-interval across runs]; (n=k): runs with the metric; "
@@ -493,20 +665,31 @@ def comparison_markdown(comparison: Comparison) -> str:
     return "\n".join([*lines, footer, *comparison.notes]) + "\n"
 
 
-def plot_comparison(comparison: Comparison, path: Path) -> Path:
-    """One panel per metric: arms side by side, each run a dot, the mean with its interval."""
-    from matplotlib.figure import Figure  # not pyplot: a file, whatever the backend
+def comparison_figure(comparison: Comparison) -> Any:
+    """The comparison as a matplotlib `Figure` (not pyplot's: no backend switch): one panel
+    per metric (the first MAX_PANELS) in a grid of at most 3 columns, arms on the x axis,
+    each run a dot, each arm's mean with its interval; labelled axes, a title per panel, one
+    legend and a title for the figure. Its size is bounded (at most about 15 x 15 inches)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
-    from rl_harness.analysis.plots import save_png
-
-    n = len(comparison.metrics)
-    fig = Figure(figsize=(max(4.0, 1.2 * len(comparison.arms) + 2) * n, 4.2))
-    axes = fig.subplots(1, n, squeeze=False)
-    for ax, key in zip(axes[0], comparison.metrics, strict=True):
+    keys = comparison.metrics[:MAX_PANELS]
+    columns = 2 if len(keys) in (2, 4) else min(3, max(1, len(keys)))
+    rows = -(-max(1, len(keys)) // columns)
+    labels = short_arm_labels([arm.arm for arm in comparison.arms])
+    ticks = [textwrap.fill(label, 16) for label in labels]
+    width = min(5.0, max(3.4, 0.8 * len(comparison.arms) + 1.8))
+    fig = Figure(figsize=(width * columns, 3.6 * rows + 1.0), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for panel, ax in enumerate(axes.flat):
+        if panel >= len(keys):
+            ax.set_axis_off()
+            continue
+        key = keys[panel]
         for index, arm in enumerate(comparison.arms):
             summary = arm.metrics[key]
             if summary.values:
-                jitter = [0.08 * (i - (len(summary.values) - 1) / 2) for i in range(summary.n)]
+                jitter = [0.08 * (i - (summary.n - 1) / 2) for i in range(summary.n)]
                 ax.scatter([index + j for j in jitter], summary.values, s=18, color="C0", zorder=3)
             if summary.mean is not None:
                 low = summary.low if summary.low is not None else summary.mean
@@ -520,10 +703,36 @@ def plot_comparison(comparison: Comparison, path: Path) -> Path:
                     capsize=4,
                 )
         ax.set_xticks(range(len(comparison.arms)))
-        ax.set_xticklabels([a.arm.rsplit("/", 1)[-1] for a in comparison.arms], rotation=20)
-        ax.set_title(key.rsplit(":", 1)[-1], fontsize="small")
+        ax.set_xticklabels(ticks, rotation=20, ha="right", fontsize="small")
+        ax.set_xlim(-0.5, len(comparison.arms) - 0.2)
+        ax.set_xlabel("arm (experiment leaf)", fontsize="small")
+        ax.set_ylabel(textwrap.fill(key.rsplit(":", 1)[-1], 30), fontsize="small")
+        ax.set_title(textwrap.fill(key, 44), fontsize="small")
         ax.grid(alpha=0.3, axis="y")
-    return save_png(fig, path)
+    handles = [
+        Line2D([], [], ls="", marker="o", color="C0", label="one run (seed)"),
+        Line2D([], [], ls="-", marker="s", color="C3", label="mean, 95% t-interval"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize="small")
+    commits = ", ".join((c or "none")[:8] for c in comparison.library_commits)
+    title = (
+        f"{len(comparison.runs)} runs; budget {', '.join(comparison.budgets) or '-'}; "
+        f"library {commits}"
+    )
+    if len(comparison.metrics) > len(keys):
+        title += f"\nfirst {len(keys)} of {len(comparison.metrics)} metrics (all in comparison.md)"
+    fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def plot_comparison(comparison: Comparison, path: Path) -> Path:
+    """`comparison_figure` saved as PNG at `path`."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"plots are saved as PNG; got {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    comparison_figure(comparison).savefig(path, dpi=100)
+    return path
 
 
 def write_comparison(comparison: Comparison, out_dir: Path) -> list[Path]:

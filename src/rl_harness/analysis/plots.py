@@ -80,11 +80,14 @@ def plot_belief_simplex(
     title: str | None = None,
     labels: Sequence[str] = ("true belief", "probe prediction"),
     point_size: float = 2.0,
+    corner_labels: Sequence[str] = ("state 0", "state 1", "state 2"),
 ) -> Path:
     """Beliefs in barycentric coordinates coloured by the true belief, optionally beside
     a probe's predictions of them (coloured by the same true beliefs). Returns `path`.
 
-    One `simplex_scatter` panel each; compose other layouts with `simplex_scatter` directly.
+    One `simplex_scatter` panel each, its corners named (`corner_labels`: the states a
+    corner is certain of), and a legend saying what the colour means; compose other
+    layouts with `simplex_scatter` directly.
     """
     true_beliefs = np.asarray(true_beliefs, dtype=np.float64)
     colors = belief_colors(true_beliefs)
@@ -96,12 +99,31 @@ def plot_belief_simplex(
                 f"predictions {predicted_beliefs.shape} and beliefs {true_beliefs.shape} differ"
             )
         panels.append((predicted_beliefs, labels[1]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 5.0), squeeze=False)
     for ax, (points, label) in zip(axes[0], panels, strict=True):
-        simplex_scatter(ax, points, colors=colors, title=label, size=point_size)
+        simplex_scatter(
+            ax, points, colors=colors, title=label, size=point_size, corner_labels=corner_labels
+        )
+    fig.legend(handles=belief_color_key(corner_labels), loc="lower center", ncols=3)
     if title:
         fig.suptitle(title)
-    return save_png(fig, path)
+    fig.tight_layout(rect=(0.0, 0.07, 1.0, 1.0))  # room for the legend below the panels
+    return save_png(fig, path, layout=False)
+
+
+def belief_color_key(state_names: Sequence[str] = ("state 0", "state 1", "state 2")) -> list:
+    """Legend handles for RGB = belief: red, green, blue for all belief on each state. The
+    swatches are a shade darker than the pure colours, so a pixel test of where the points
+    of a colour lie is not pulled toward the legend."""
+    from matplotlib.patches import Patch
+
+    if len(state_names) != 3:
+        raise ValueError(f"state_names must name 3 states, got {len(state_names)}")
+    shades = ((0.8, 0.0, 0.0), (0.0, 0.8, 0.0), (0.0, 0.0, 0.8))
+    return [
+        Patch(color=shade, label=f"colour: belief in {name}")
+        for shade, name in zip(shades, state_names, strict=True)
+    ]
 
 
 def plot_learning_curve(
@@ -147,14 +169,16 @@ def plot_learning_curve(
     return save_png(fig, path)
 
 
-def save_png(fig: Any, path: Path) -> Path:
-    """Lay out, save as PNG (the only format) and close `fig`; returns `path`."""
+def save_png(fig: Any, path: Path, *, layout: bool = True) -> Path:
+    """Lay out (unless `layout` is False: the caller did), save as PNG (the only format) and
+    close `fig`; returns `path`."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         plt.close(fig)
         raise ValueError(f"plots are saved as PNG; got {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -20,6 +20,7 @@ from rl_harness.harness.runtools.compare import compare_metrics
 from rl_harness.harness.runtools.diff import diff_runs, diff_text
 from rl_harness.harness.runtools.filters import STATUSES, RunFilter, select_runs
 from rl_harness.harness.runtools.records import (
+    RunRecord,
     RunToolError,
     Unreadable,
     find_runs,
@@ -77,6 +78,14 @@ def run_filter(args: argparse.Namespace) -> RunFilter:
     ).checked()
 
 
+def warn_problems(records: Sequence[RunRecord], prog: str) -> None:
+    """One stderr line per file the (lenient) readers could not read, or read in part (a
+    truncated metrics.jsonl row), naming it and what was skipped; the output goes on."""
+    for record in records:
+        for problem in record.problems:
+            print(f"{prog}: warning: {problem}", file=sys.stderr)
+
+
 def runs_main(argv: list[str]) -> int:
     parser = OneLineParser(
         prog="rl-harness runs",
@@ -100,7 +109,7 @@ def runs_main(argv: list[str]) -> int:
         root = Path(args.path).expanduser()
         if not root.is_dir():
             raise RunToolError(f"no such folder: {args.path}")
-        scan = find_runs(root)
+        scan = find_runs(root, lenient=True)
     except (UsageError, RunToolError) as error:
         return fail(str(error))
     warn_unreadable(scan.unreadable, "rl-harness runs")
@@ -111,12 +120,14 @@ def runs_main(argv: list[str]) -> int:
     if args.mark_crashed:
         marked = [r.run_id for r in records if r.status == "crashed" and mark_crashed(r.path)]
         print(f"marked {len(marked)} crashed run(s)" + (f": {', '.join(marked)}" if marked else ""))
-        records = find_runs(root).records
+        records = find_runs(root, lenient=True).records
     kept = select_runs(records, chosen)
     if not kept:
         print(f"no runs under {root} match the filters ({len(records)} run(s) in all)")
         return EXIT_OK
-    print(runs_table(kept))
+    table = runs_table(kept)
+    warn_problems(kept, "rl-harness runs")
+    print(table)
     return EXIT_OK
 
 
@@ -126,7 +137,7 @@ def show_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     try:
         args = parser.parse_args(argv)
-        record = resolve_run(args.run)
+        record = resolve_run(args.run, lenient=True)
         text = (
             json.dumps(show_json(record), indent=2, sort_keys=True, default=str)
             if args.json
@@ -134,6 +145,7 @@ def show_main(argv: list[str]) -> int:
         )
     except (UsageError, RunToolError) as error:
         return fail(str(error))
+    warn_problems([record], "rl-harness show")
     print(text)
     return EXIT_OK
 
@@ -151,11 +163,14 @@ def diff_main(argv: list[str]) -> int:
     parser.add_argument("run_b", metavar="RUN_B", help=RUN_HELP)
     try:
         args = parser.parse_args(argv)
-        run_a, run_b = resolve_run(args.run_a), resolve_run(args.run_b)
+        run_a = resolve_run(args.run_a, lenient=True)
+        run_b = resolve_run(args.run_b, lenient=True)
         result = diff_runs(run_a, run_b)
+        text = diff_text(run_a, run_b, result)
     except (UsageError, RunToolError) as error:
         return fail(str(error))
-    print(diff_text(run_a, run_b, result))
+    warn_problems([run_a, run_b], "rl-harness diff")  # after every record was read
+    print(text)
     return EXIT_OK if result.identical else EXIT_DIFFERENT
 
 

@@ -1,5 +1,6 @@
-"""`rl-harness sweep TARGET... --seeds 0 1 2 [run options]`: arms x seeds, in parallel, each
-run a child `rl-harness TARGET --seed S` with its full records (harness/sweep.py)."""
+"""`rl-harness sweep TARGET... --seeds 0 1 2 [--set KEY=A,B]... [run options]`: targets x
+value arms x seeds, in parallel, each run a child `rl-harness TARGET --seed S --set KEY=A`
+with its full records (harness/sweep.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import os
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rl_harness.cli import run as run_command
 from rl_harness.cli.args import EXIT_FAILED, EXIT_OK, OneLineParser, UsageError, fail
+
+if TYPE_CHECKING:
+    from rl_harness.harness.context import RunOptions
+    from rl_harness.harness.sweep import Arm, SweepRun
 
 PROG = "rl-harness sweep"
 # The sweep's own options and how many values each takes; every other option is a run
@@ -26,6 +32,10 @@ def parser() -> argparse.ArgumentParser:
             "Run each TARGET at each seed, in parallel, each run with the records of a run "
             "made alone (its own process and Ray). Runs already completed with the same "
             "recipe, seed and options are skipped, so rerunning does only what is missing. "
+            "--set KEY=A,B sweeps values as well (as Hydra's multirun): one arm per value, "
+            "the product over several keys, each arm x seed a full run with its --set in its "
+            "manifest; a tuple setting takes its commas as one tuple (hidden=64,64), so "
+            "tuples are swept in brackets: hidden=(64,64),(128,128). "
             "Any other option (--smoke, --hardware-profile, --results-dir, ...) is passed "
             "to every run."
         ),
@@ -91,12 +101,27 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return own, passthrough
 
 
+def without_set(passthrough: list[str]) -> list[str]:
+    """The run options but `--set` (the sweep gives each run its arm's)."""
+    kept, i = [], 0
+    while i < len(passthrough):
+        word = passthrough[i]
+        if word == "--set":
+            i += 2
+            continue
+        if not word.startswith("--set="):
+            kept.append(word)
+        i += 1
+    return kept
+
+
 def _row(run, now: float) -> list[str]:
     from rl_harness.harness.console import duration_text
 
     elapsed = run.elapsed(now)
     return [
         run.target,
+        run.arm.label,
         str(run.seed),
         run.status,
         run.run_id or "-",
@@ -104,7 +129,7 @@ def _row(run, now: float) -> list[str]:
     ]
 
 
-HEADER = ["target", "seed", "status", "run id", "elapsed"]
+HEADER = ["target", "arm", "seed", "status", "run id", "elapsed"]
 
 
 class Table:
@@ -151,11 +176,13 @@ def main(argv: list[str]) -> int:
     try:
         for seed in args.seeds:
             validate_seed(seed)
+        arms = value_arms(args.targets, base)
         runs = sweep.plan_runs(
             args.targets,
             args.seeds,
-            lambda target, seed: replace(base, seed=seed).checked(),
-            passthrough,
+            lambda target, seed, arm: replace(base, seed=seed, overrides=arm.overrides).checked(),
+            without_set(passthrough),
+            arms,
         )
         if args.then is not None:
             sweep.recipe_file(args.then)
@@ -165,7 +192,10 @@ def main(argv: list[str]) -> int:
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
     plan = sweep.Sweep(runs, cpus_per_run=args.cpus_per_run, ray_address=address)
     where = f"Ray cluster {address}" if address else "local processes"
-    print(f"{len(runs)} runs ({len(args.targets)} x {len(args.seeds)} seeds) on {where}")
+    grid = (
+        f"{len(args.targets)} x {len(arms)} arms x " if len(arms) > 1 else f"{len(args.targets)} x "
+    )
+    print(f"{len(runs)} runs ({grid}{len(args.seeds)} seeds) on {where}")
     table = Table(runs, live=stdout_is_terminal())
     sweep.execute(plan, table.update)
     now = time.monotonic()
@@ -175,12 +205,58 @@ def main(argv: list[str]) -> int:
         print(text_table(HEADER, [_row(r, now) for r in runs]))
     failed = [r for r in runs if r.status not in (sweep.COMPLETED, sweep.DONE_BEFORE)]
     for run in failed:
-        print(f"{run.target} seed {run.seed}: {run.status}, console in {run.console_log}")
+        arm = f" {run.arm.label}" if run.arm.swept else ""
+        print(f"{run.target}{arm} seed {run.seed}: {run.status}, console in {run.console_log}")
+    if len(arms) > 1:
+        print(arm_report(runs, arms[0].swept))
     if failed:
         if args.then is not None:
             print(f"not running {args.then}: {len(failed)} of {len(runs)} runs did not complete")
         return EXIT_FAILED
     if args.then is None:
         return EXIT_OK
-    command = [sys.executable, "-m", "rl_harness.cli", args.then, *passthrough]
+    # The synthesis gets the run options and the settings every arm shares, not the swept ones.
+    shared = [word for text in arms[0].shared for word in ("--set", text)]
+    then_argv = [*without_set(passthrough), *shared]
+    command = [sys.executable, "-m", "rl_harness.cli", args.then, *then_argv]
     return subprocess.run(command, env=sweep.child_environment({}), check=False).returncode
+
+
+def value_arms(targets: list[str], base: RunOptions) -> list[Arm]:
+    """The arms of the run options' `--set` values (harness.sweep.plan_arms), each checked
+    against every target's budget before any run starts (a value its setting cannot take, a
+    key it does not have: one error line). Without `--set`, one arm and no recipe import."""
+    from rl_harness.harness import sweep
+    from rl_harness.harness.budgets import resolve_budget
+    from rl_harness.harness.recipe import load_recipe
+
+    if not base.overrides:
+        return [sweep.Arm()]
+    modules = [load_recipe(target).module for target in targets]
+    # The chosen budget's fields say which settings are tuples (a bad name fails here).
+    settings = resolve_budget(modules[0], base.budget, (), smoke=base.smoke).settings
+    arms = sweep.plan_arms(base.overrides, settings)
+    for module in modules:
+        for arm in arms:
+            resolve_budget(module, base.budget, arm.overrides, smoke=base.smoke)
+    return arms
+
+
+def arm_report(runs: list[SweepRun], swept: tuple[str, ...]) -> str:
+    """Per arm (target and swept values): runs completed of runs planned, and how to compare
+    the arms (their config.json records the budget's settings)."""
+    from rl_harness.harness import sweep
+
+    lines = ["per arm:"]
+    arms: dict[tuple[str, str], list[SweepRun]] = {}
+    for run in runs:
+        arms.setdefault((run.target, run.arm.label), []).append(run)
+    for (target, label), members in arms.items():
+        done = [r for r in members if r.status in (sweep.COMPLETED, sweep.DONE_BEFORE)]
+        missing = [f"seed {r.seed} {r.status}" for r in members if r not in done]
+        extra = f" ({', '.join(missing)})" if missing else ""
+        lines.append(f"  {target} {label}: {len(done)}/{len(members)} completed{extra}")
+    folders = sorted({str(r.results_base) for r in runs})
+    group = " ".join(f"--group-by budget.settings.{key}" for key in swept)
+    lines.append(f"compare the arms: rl-harness compare {' '.join(folders)} {group}")
+    return "\n".join(lines)

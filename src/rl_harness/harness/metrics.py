@@ -6,6 +6,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from numbers import Number
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,55 @@ class MetricsLog:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Rows of a metrics.jsonl; a torn last line (crash mid-write) is skipped."""
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+    """Rows of a metrics.jsonl; a torn last line (crash mid-write) is skipped (readers that
+    name what they skip use `scan_metrics`)."""
+    return scan_metrics(path).rows
+
+
+@dataclass(frozen=True)
+class MetricsScan:
+    """A metrics.jsonl as read: the rows, and the 1-based line numbers that were not rows
+    (not JSON, or not a JSON object); `torn_last`: the last of them is the file's last
+    line, without its newline (a crash mid-write)."""
+
+    rows: list[dict[str, Any]]
+    skipped: list[int]
+    torn_last: bool
+
+    def problem(self, path: Path) -> str | None:
+        """One line naming the file, the rows skipped and the final iteration read; None
+        when every line was a row."""
+        if not self.skipped:
+            return None
+        last = self.rows[-1].get(ITERATION_KEY) if self.rows else None
+        final = f"final iteration read as {last}" if last is not None else "no row read"
+        if self.torn_last and len(self.skipped) == 1:
+            return f"{path} row {self.skipped[0]} truncated; {final}"
+        listed = ", ".join(map(str, self.skipped[:5])) + (", ..." if len(self.skipped) > 5 else "")
+        what = "row" if len(self.skipped) == 1 else f"{len(self.skipped)} rows"
+        return f"{path} {what} {listed} not readable (skipped); {final}"
+
+
+def scan_metrics(path: Path) -> MetricsScan:
+    """Read a metrics.jsonl keeping count of the lines that are not rows (blank lines hold
+    nothing and are passed over)."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    rows: list[dict[str, Any]] = []
+    skipped: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
             continue
-    return rows
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            skipped.append(number)
+    torn = bool(skipped) and skipped[-1] == len(lines) and not text.endswith("\n")
+    return MetricsScan(rows, skipped, torn)
 
 
 def progress_parts(row: Mapping[str, Any], target: int | None = None) -> list[str]:

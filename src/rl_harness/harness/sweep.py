@@ -16,21 +16,32 @@ A run whose record says `completed` for the same recipe file, seed, options and 
 (its words and `--set` overrides in any order, but the run id) is not run again, so a rerun
 of the same command does only what is missing (failed, crashed or never started). Each
 child's console goes to artifacts/<run-id>/console.log.
+
+Arms over values, as Hydra's multirun: `--set KEY=V1,V2` runs each value (the product over
+several swept keys), each arm x seed a full run whose manifest holds its `--set` values
+(`plan_arms`). A comma inside ( ) or [ ] belongs to the value, and a tuple-typed setting
+takes its commas as one tuple (`--set hidden=64,64` is one value, as in a run), so tuples are
+swept in brackets: `--set hidden=(64,64),(128,128)`. Every arm is checked against each
+recipe's budget before any run starts.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import subprocess
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rl_harness.harness.atomic import RecordReadError
+from rl_harness.harness.budgets import field_types, split_override
 from rl_harness.harness.context import RunOptions, new_run_id
 from rl_harness.harness.interrupts import COMPLETED, FAILED
 from rl_harness.harness.layout import ARTIFACTS_PARENT, CONSOLE_LOG_NAME, RESULTS_PARENT
@@ -50,9 +61,110 @@ class SweepError(ValueError):
     """Bad sweep input: one line, exit code 2."""
 
 
+@dataclass(frozen=True)
+class Arm:
+    """One combination of `--set` values: every setting given (KEY, VALUE text), in the
+    order given; `swept`: the keys that take several values (they name the arm)."""
+
+    settings: tuple[tuple[str, str], ...] = ()
+    swept: tuple[str, ...] = ()
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The `--set` texts of a run of this arm."""
+        return tuple(f"{key}={value}" for key, value in self.settings)
+
+    @property
+    def shared(self) -> tuple[str, ...]:
+        """The `--set` texts of the settings every arm shares (not swept)."""
+        return tuple(f"{k}={v}" for k, v in self.settings if k not in self.swept)
+
+    @property
+    def label(self) -> str:
+        """The swept settings ("lr=0.0001 hidden=64,64"), "-" when nothing is swept."""
+        shown = [f"{key}={value}" for key, value in self.settings if key in self.swept]
+        return " ".join(shown) or "-"
+
+
+_OPEN, _CLOSE = "([", ")]"
+
+
+def split_top_level(text: str) -> list[str]:
+    """`text` split at the commas outside ( ) and [ ] ("(1,2),(3,4)" -> ["(1,2)", "(3,4)"])."""
+    pieces, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            pieces.append(text[start:index])
+            start = index + 1
+    pieces.append(text[start:])
+    return [piece.strip() for piece in pieces]
+
+
+def _is_tuple(kind: Any) -> bool:
+    """A tuple-typed setting (`tuple[int, ...]`, or one `| None`)."""
+    if typing.get_origin(kind) in (types.UnionType, typing.Union):
+        return any(_is_tuple(arg) for arg in typing.get_args(kind))
+    return typing.get_origin(kind) is tuple or kind is tuple
+
+
+def swept_values(key: str, text: str, kind: Any) -> list[str]:
+    """The values one `--set KEY=TEXT` of a sweep gives (value texts as a run's `--set`
+    takes them). A tuple-typed setting: TEXT is one tuple unless it holds brackets, then
+    each bracketed piece is one (`(64,64),(128,)`; `none` for an optional one). Any other
+    setting: each top-level comma piece is one value. SweepError for an empty or repeated
+    value, or an unbracketed piece among bracketed tuples."""
+    if _is_tuple(kind):
+        if not any(char in text for char in _OPEN):
+            return [text]  # "64,64": one tuple, as a run reads it
+        values = []
+        for piece in split_top_level(text):
+            if piece.lower() == "none":
+                values.append(piece)
+            elif len(piece) >= 2 and piece[0] in _OPEN and piece[-1] in _CLOSE:
+                values.append(piece[1:-1].strip().removesuffix(",").strip())  # (8,) is (8)
+            else:
+                raise SweepError(
+                    f"--set {key}={text}: write each tuple value of {key} in ( ), e.g. "
+                    f"--set {key}=(64,64),(128,128); got {piece!r}"
+                )
+    else:
+        values = split_top_level(text)
+        if len(values) > 1 and "" in values:
+            raise SweepError(f"--set {key}={text}: an empty value between commas")
+    repeated = sorted({value for value in values if values.count(value) > 1})
+    if repeated:
+        raise SweepError(f"--set {key}={text}: the value {repeated[0]!r} is given twice")
+    return values
+
+
+def plan_arms(overrides: Sequence[str], settings: Any) -> list[Arm]:
+    """The arms the sweep's `--set` texts give: the product of each key's values (the keys
+    in the order given, the last varying fastest). `settings`: an instance of the recipe's
+    budget dataclass (its field types say which settings are tuples); None when the recipe
+    declares no BUDGETS (then `--set` is refused by the budget check anyway)."""
+    kinds = field_types(settings) if settings is not None else {}
+    keys: list[str] = []
+    choices: list[list[str]] = []
+    for text in overrides:
+        key, value = split_override(text)
+        if key in keys:
+            raise SweepError(f"--set {key} is given twice (give its values once: {key}=A,B)")
+        keys.append(key)
+        choices.append(swept_values(key, value, kinds.get(key, Any)))
+    swept = tuple(key for key, values in zip(keys, choices, strict=True) if len(values) > 1)
+    return [
+        Arm(tuple(zip(keys, combo, strict=True)), swept) for combo in itertools.product(*choices)
+    ]
+
+
 @dataclass
 class SweepRun:
-    """One cell of the grid: a recipe at a seed, and how its run went."""
+    """One cell of the grid: a recipe at a seed (in an arm of `--set` values), and how its
+    run went."""
 
     target: str
     seed: int
@@ -61,6 +173,7 @@ class SweepRun:
     artifacts_base: Path
     argv: list[str]  # the child's arguments after `rl-harness`
     options: dict[str, Any]  # RunOptions.to_dict() of the child, for the completed check
+    arm: Arm = field(default_factory=Arm)
     run_id: str | None = None
     status: str = PENDING
     started: float | None = None
@@ -109,36 +222,31 @@ def recipe_file(target: str) -> Path:
 def plan_runs(
     targets: Sequence[str],
     seeds: Sequence[int],
-    options_for: Callable[[str, int], RunOptions],
+    options_for: Callable[[str, int, Arm], RunOptions],
     passthrough: Sequence[str],
+    arms: Sequence[Arm] = (Arm(),),
 ) -> list[SweepRun]:
-    """The grid, arm-major: each target at each seed, with the child's argv and options."""
+    """The grid, arm-major: each target in each arm at each seed, with the child's argv
+    (`passthrough`, which holds no `--set`, then the arm's) and options."""
     runs = []
-    for target in targets:
+    for target, arm, seed in itertools.product(targets, arms, seeds):
         source = recipe_file(target)
-        for seed in seeds:
-            options = options_for(target, seed)
-            results = (
-                Path(options.results_dir).resolve()
-                if options.results_dir
-                else source.parent / RESULTS_PARENT
+        options = options_for(target, seed, arm)
+        results = Path(options.results_dir).resolve() if options.results_dir else None
+        artifacts = Path(options.artifacts_dir).resolve() if options.artifacts_dir else None
+        sets = [word for text in arm.overrides for word in ("--set", text)]
+        runs.append(
+            SweepRun(
+                target=target,
+                seed=seed,
+                source_file=source,
+                results_base=results or source.parent / RESULTS_PARENT,
+                artifacts_base=artifacts or source.parent / ARTIFACTS_PARENT,
+                argv=[target, "--seed", str(seed), *passthrough, *sets],
+                options=options.to_dict(),
+                arm=arm,
             )
-            artifacts = (
-                Path(options.artifacts_dir).resolve()
-                if options.artifacts_dir
-                else source.parent / ARTIFACTS_PARENT
-            )
-            runs.append(
-                SweepRun(
-                    target=target,
-                    seed=seed,
-                    source_file=source,
-                    results_base=results,
-                    artifacts_base=artifacts,
-                    argv=[target, "--seed", str(seed), *passthrough],
-                    options=options.to_dict(),
-                )
-            )
+        )
     return runs
 
 
@@ -198,6 +306,9 @@ def completed_run(run: SweepRun) -> str | None:
     if not run.results_base.is_dir():
         return None
     wanted = _compared(run.options)
+    # No --budget asked: the run records the budget it resolved (the recipe's default, or
+    # smoke), so the name is not compared; the command words still are (a --budget there).
+    by_default = wanted.get("budget") is None
     for folder in sorted(run.results_base.iterdir(), reverse=True):
         manifest = read_manifest_or_none(folder)
         if not manifest or manifest.get("status") != COMPLETED:
@@ -205,7 +316,10 @@ def completed_run(run: SweepRun) -> str | None:
         experiment = manifest.get("experiment") or {}
         if experiment.get("source_file") != str(run.source_file):
             continue
-        if _compared(manifest.get("options") or {}) == wanted and _same_command(manifest, run):
+        recorded = _compared(manifest.get("options") or {})
+        if by_default:
+            recorded["budget"] = None
+        if recorded == wanted and _same_command(manifest, run):
             return str(manifest.get("run_id") or folder.name)
     return None
 

@@ -70,11 +70,14 @@ class RunDiff:
     patches: list[PatchDiff] = field(default_factory=list)
     metrics: list[FieldDiff] = field(default_factory=list)
     metrics_equal: int = 0
+    manifest_missing: list[str] = field(default_factory=list)  # "a" / "b": unreadable
 
     @property
     def identical(self) -> bool:
+        """Nothing differs; never when a manifest could not be read (nothing to compare)."""
         return not (
-            self.config
+            self.manifest_missing
+            or self.config
             or self.provenance
             or self.metrics
             or any(p.text_differs for p in self.patches)
@@ -120,9 +123,12 @@ def diff_runs(run_a: RunRecord, run_b: RunRecord) -> RunDiff:
         result.config, result.config_equal = _compare(
             flat_config(run_a.config or {}), flat_config(run_b.config or {})
         )
-    result.provenance, result.provenance_equal = _compare(
-        _selected(run_a.manifest), _selected(run_b.manifest)
-    )
+    manifests = {"a": run_a.manifest, "b": run_b.manifest}
+    result.manifest_missing = [side for side, m in manifests.items() if m is None]
+    if not result.manifest_missing:
+        result.provenance, result.provenance_equal = _compare(
+            _selected(run_a.manifest), _selected(run_b.manifest)
+        )
     for repo in PATCHED_REPOS:
         patch = _patch_diff(run_a, run_b, repo)
         if patch is not None:
@@ -154,7 +160,13 @@ def diff_text(run_a: RunRecord, run_b: RunRecord, result: RunDiff) -> str:
         missing = "".join(f"; run {side} has no config.json" for side in result.config_missing)
         lines.append(f"config: {len(result.config)} differ, {result.config_equal} equal{missing}")
         lines += [f"  {d.key:<{width}}  {_value(d.a)}  ->  {_value(d.b)}" for d in result.config]
-    lines.append(f"provenance: {len(result.provenance)} differ, {result.provenance_equal} equal")
+    if result.manifest_missing:
+        sides = " and ".join(f"run {side}" for side in result.manifest_missing)
+        lines.append(f"provenance: not compared ({sides}: manifest could not be read)")
+    else:
+        lines.append(
+            f"provenance: {len(result.provenance)} differ, {result.provenance_equal} equal"
+        )
     lines += [f"  {d.key:<{width}}  {_value(d.a)}  ->  {_value(d.b)}" for d in result.provenance]
     for patch in result.patches:
         text = "text differs" if patch.text_differs else "text identical"

@@ -11,7 +11,7 @@ that exists wins, so a run copied to another machine still resolves.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Self
@@ -30,7 +30,7 @@ from rl_harness.harness.layout import (
 from rl_harness.harness.liveness import StatusCheck, check_status
 from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.metric_keys import RETURN_KEY
-from rl_harness.harness.metrics import read_metrics
+from rl_harness.harness.metrics import scan_metrics
 
 HEADLINE_METRIC = RETURN_KEY
 # Folders never searched for runs: environments, VCS data, large ignored outputs.
@@ -53,16 +53,24 @@ def _read_optional(path: Path) -> Any | None:
     return _read_json(path) if path.is_file() else None
 
 
-def _locate_artifacts(results_dir: Path, manifest: dict[str, Any] | None) -> Path:
+def _locate_artifacts(
+    results_dir: Path, manifest: dict[str, Any] | None, problems: list[str] | None = None
+) -> Path:
     """The run's artifacts folder (see the module docstring); the layout's place if none
-    exists."""
+    exists. `problems`: where a lenient reader notes an unreadable summary (else it raises)."""
     candidates: list[Path] = []
     local = ((manifest or {}).get("artifacts") or {}).get("local")
     if local:
         candidates.append(Path(local))
     conventional = conventional_artifacts_dir(results_dir)
     if not any(path.is_dir() for path in [*candidates, conventional]):
-        summary = _read_optional(RunPaths(results_dir, conventional).summary)
+        try:
+            summary = _read_optional(RunPaths(results_dir, conventional).summary)
+        except RunToolError as error:
+            if problems is None:
+                raise
+            _note(problems, f"{error}; read without it")
+            summary = None
         final = (summary or {}).get("final_checkpoint") if isinstance(summary, dict) else None
         if final and Path(final).is_absolute():  # <artifacts>/checkpoints/iter_N
             candidates.append(Path(final).parent.parent)
@@ -71,23 +79,54 @@ def _locate_artifacts(results_dir: Path, manifest: dict[str, Any] | None) -> Pat
     return found.resolve()
 
 
+def _note(problems: list[str], text: str) -> None:
+    if text not in problems:  # a record read twice is named once
+        problems.append(text)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One results/<run-id>/ folder: its manifest plus, lazily, metrics, summary, config and
-    result, each read once (`metrics()` reads metrics.jsonl again, for a live run)."""
+    result, each read once (`metrics()` reads metrics.jsonl again, for a live run).
+
+    Strict (the default: a library reader): a corrupt record raises `RunToolError`, and
+    metrics.jsonl lines that are not rows are skipped. Lenient (`read(..., lenient=True)`,
+    the CLI's readers): a corrupt manifest, summary, config or result reads as absent, and
+    each file that could not be read, or metrics rows skipped, gets one line in `problems`
+    naming the file and what was skipped; the caller prints them and goes on."""
 
     paths: RunPaths
-    manifest: dict[str, Any] | None  # None only for a folder with a summary alone
+    manifest: dict[str, Any] | None  # None for a folder with a summary alone (or, lenient,
+    # a manifest that could not be read)
+    lenient: bool = False
+    problems: list[str] = field(default_factory=list, compare=False, repr=False)
+    manifest_error: str | None = None  # lenient: why the manifest could not be read
 
     @classmethod
-    def read(cls, results_dir: Path) -> Self:
+    def read(cls, results_dir: Path, *, lenient: bool = False) -> Self:
         """The run in `results_dir`, whatever records it holds (none is an empty reader)."""
         results_dir = Path(results_dir).expanduser().resolve()
+        problems: list[str] = []
+        manifest_error = None
         try:
             manifest = load_manifest(results_dir)
         except RecordReadError as error:
-            raise RunToolError(str(error)) from None
-        return cls(RunPaths(results_dir, _locate_artifacts(results_dir, manifest)), manifest)
+            if not lenient:
+                raise RunToolError(str(error)) from None
+            manifest, manifest_error = None, str(error)
+            _note(problems, f"{error}; read without it")
+        artifacts = _locate_artifacts(results_dir, manifest, problems if lenient else None)
+        return cls(RunPaths(results_dir, artifacts), manifest, lenient, problems, manifest_error)
+
+    def _optional(self, path: Path) -> Any | None:
+        """A JSON record of the run; a lenient reader notes one it cannot read as absent."""
+        try:
+            return _read_optional(path)
+        except RunToolError as error:
+            if not self.lenient:
+                raise
+            _note(self.problems, f"{error}; read without it")
+            return None
 
     @property
     def results_dir(self) -> Path:
@@ -157,8 +196,22 @@ class RunRecord:
         return value if isinstance(value, dict) else {}
 
     def metrics(self) -> list[dict[str, Any]]:
-        """Rows of metrics.jsonl, read now (empty if the run logged none)."""
-        return read_metrics(self.paths.metrics) if self.paths.metrics.is_file() else []
+        """Rows of metrics.jsonl, read now (empty if the run logged none); lines that are not
+        rows (a torn last line) are skipped, and a lenient reader notes which."""
+        if not self.paths.metrics.is_file():
+            return []
+        try:
+            scan = scan_metrics(self.paths.metrics)
+        except OSError as error:
+            problem = f"{self.paths.metrics} cannot be read ({error.strerror or error})"
+            if not self.lenient:
+                raise RunToolError(problem) from None
+            _note(self.problems, f"{problem}; read without it")
+            return []
+        problem = scan.problem(self.paths.metrics)
+        if problem is not None and self.lenient:
+            _note(self.problems, problem)
+        return scan.rows
 
     @cached_property
     def metrics_rows(self) -> list[dict[str, Any]]:
@@ -170,17 +223,21 @@ class RunRecord:
 
     @cached_property
     def summary(self) -> dict[str, Any] | None:
-        return _read_optional(self.paths.summary)
+        value = self._optional(self.paths.summary)
+        if value is None or isinstance(value, dict) or not self.lenient:
+            return value
+        _note(self.problems, f"{self.paths.summary} is not a JSON object; read without it")
+        return None
 
     @cached_property
     def config(self) -> dict[str, Any] | None:
         """config.json: the resolved AlgorithmConfig the run trained with (None if absent)."""
-        value = _read_optional(self.paths.config)
+        value = self._optional(self.paths.config)
         return value if isinstance(value, dict) else None
 
     @cached_property
     def result(self) -> Any | None:
-        return _read_optional(self.paths.result)
+        return self._optional(self.paths.result)
 
     @property
     def final_metrics(self) -> dict[str, Any]:
@@ -205,6 +262,11 @@ class RunRecord:
             return None
         return (self.results_dir / name).read_text(encoding="utf-8", errors="replace")
 
+    def optional_json(self, name: str) -> Any | None:
+        """Another JSON record of the run, None when it has none (a lenient reader also
+        notes one it cannot read, and reads it as absent)."""
+        return self._optional(self.results_dir / name)
+
     def read_json(self, name: str) -> Any:
         """Another JSON record of the run, e.g. a recipe's probe_metrics.json."""
         path = self.results_dir / name
@@ -213,14 +275,15 @@ class RunRecord:
         return _read_json(path)
 
 
-def load_run(path: Path) -> RunRecord:
-    """The run in `path` (a results/<run-id>/ folder or its run_manifest.json)."""
+def load_run(path: Path, *, lenient: bool = False) -> RunRecord:
+    """The run in `path` (a results/<run-id>/ folder or its run_manifest.json); `lenient`:
+    see `RunRecord` (a manifest that exists but cannot be read is then noted, not raised)."""
     path = Path(path).expanduser()
     if path.name == MANIFEST_NAME and path.is_file():
         path = path.parent
     if not (path / MANIFEST_NAME).is_file():
         raise RunToolError(f"{path} is not a run folder (no {MANIFEST_NAME})")
-    return RunRecord.read(path)
+    return RunRecord.read(path, lenient=lenient)
 
 
 @dataclass(frozen=True)
@@ -273,17 +336,23 @@ def find_run_dirs(root: Path) -> list[Path]:
     return _walk_runs(root)[0]
 
 
-def find_runs(root: Path) -> RunScan:
+def find_runs(root: Path, *, lenient: bool = False) -> RunScan:
     """The runs under `root`, oldest first, and every run folder that could not be read:
     a corrupt manifest, or a results/<run-id>/ holding records (or nothing) but no
-    manifest. Callers name the unreadable ones; none is skipped silently."""
+    manifest. Callers name the unreadable ones; none is skipped silently. `lenient`: the
+    records are lenient readers (`RunRecord`; a folder whose manifest cannot be read is
+    still unreadable here: nothing says what ran)."""
     found, lost = _walk_runs(root)
     records, unreadable = [], []
     for folder in found:
         try:
-            records.append(load_run(folder))
+            record = load_run(folder, lenient=lenient)
+            if record.manifest_error is not None:  # lenient: nothing says what ran
+                raise RunToolError(record.manifest_error)
         except RunToolError as error:
             unreadable.append(Unreadable(folder, _reason(error, folder)))
+            continue
+        records.append(record)
     for folder in lost:
         what = "it is empty" if not any(folder.iterdir()) else "it holds records"
         unreadable.append(Unreadable(folder, f"no {MANIFEST_NAME} ({what})"))
@@ -299,11 +368,12 @@ def _reason(error: Exception, folder: Path) -> str:
     return text
 
 
-def resolve_run(text: str, search_root: Path | None = None) -> RunRecord:
-    """A RUN argument: a run folder path, or a run id (or unique prefix) under `search_root`."""
+def resolve_run(text: str, search_root: Path | None = None, *, lenient: bool = False) -> RunRecord:
+    """A RUN argument: a run folder path, or a run id (or unique prefix) under `search_root`;
+    `lenient`: see `RunRecord`."""
     path = Path(text).expanduser()
     if path.exists():
-        return load_run(path)
+        return load_run(path, lenient=lenient)
     if "/" in text or os.sep in text:
         raise RunToolError(f"no such run folder: {text}")
     root = Path.cwd() if search_root is None else Path(search_root)
@@ -316,4 +386,4 @@ def resolve_run(text: str, search_root: Path | None = None) -> RunRecord:
     if len(matches) > 1:
         shown = ", ".join(str(m) for m in matches[:3])
         raise RunToolError(f"{len(matches)} runs match {text!r}: {shown}; give the folder path")
-    return load_run(matches[0])
+    return load_run(matches[0], lenient=lenient)

@@ -53,8 +53,12 @@ UNCHECKED = "running?"  # recorded as running where this machine cannot check th
 
 def status_label(record: RunRecord) -> str:
     """`crashed` for a running record whose process is gone; `running?` when the process is
-    on another host (or unrecorded) and cannot be checked from here."""
-    return UNCHECKED if record.status_check.unchecked else record.status
+    on another host (or unrecorded) and cannot be checked from here; `-` when the manifest
+    could not be read."""
+    check = record.status_check
+    if check is None:
+        return "-"
+    return UNCHECKED if check.unchecked else check.status
 
 
 def runs_table(records: Sequence[RunRecord]) -> str:
@@ -101,6 +105,13 @@ def _memory(value: Any) -> str:
 
 
 def show_text(record: RunRecord) -> str:
+    if record.manifest is None:  # a lenient reader's unreadable manifest: what else is there
+        lines = [
+            f"run         {record.run_id}  [{status_label(record)}]",
+            f"folder      {record.path}",
+            "provenance  not shown (run_manifest.json could not be read)",
+        ]
+        return "\n".join(lines + _metrics_lines(record))
     m = record.manifest
     experiment = record.section("experiment")
     options = record.section("options")
@@ -139,21 +150,25 @@ def show_text(record: RunRecord) -> str:
         f"({duration_label(m.get('duration_s'))})",
     ]
     check = record.status_check
-    if check.note is not None:
+    if check is not None and check.note is not None:
         recorded = "" if check.status == check.recorded else f" (the record says {check.recorded})"
         lines.append(f"status      {check.status}{recorded}: {check.note}")
     error = m.get("error")
     if isinstance(error, dict):
         where = f"  (see {error['traceback_file']})" if error.get("traceback_file") else ""
         lines.append(f"error       {error.get('type')}: {error.get('message')}{where}")
+    return "\n".join(lines + _metrics_lines(record))
+
+
+def _metrics_lines(record: RunRecord) -> list[str]:
     final = record.final_metrics
     rows = record.metrics_rows
-    lines.append(f"final metrics ({len(rows)} rows in metrics.jsonl):" if final else "no metrics")
+    lines = [f"final metrics ({len(rows)} rows in metrics.jsonl):" if final else "no metrics"]
     lines += _key_values(final)
     if isinstance(record.result, dict):
         lines.append("result.json:")
         lines += _key_values(flatten(record.result))  # nested mappings as a/b keys
-    return "\n".join(lines)
+    return lines
 
 
 def _budget_lines(record: RunRecord) -> list[str]:
@@ -176,7 +191,7 @@ def show_json(record: RunRecord) -> dict[str, Any]:
     return {
         "path": str(record.path),
         "status": record.status,
-        "status_note": record.status_check.note,
+        "status_note": record.status_check.note if record.status_check else None,
         "manifest": record.manifest,
         "final_metrics": record.final_metrics,
         "metrics_rows": len(record.metrics_rows),
