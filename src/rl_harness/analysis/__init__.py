@@ -8,6 +8,7 @@
                                                     on held-out episodes
     replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
     compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
+    incremental_r2(agent_probe, inputs, ...)        what a representation adds to a window k
     memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
     random_feature_probe(...) / mlp_probe(...)      random ReLU features; the windows' MLP probe
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         shift_report,
         swap_one_hot,
     )
+    from rl_harness.analysis.incremental import IncrementalR2, IncrementalRow, incremental_r2
     from rl_harness.analysis.interventions import (
         BeliefEdit,
         Intervention,
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
         evaluate_probe,
         fit_affine,
         held_out_scores,
+        holm_adjust,
         paired_difference,
         permutation_null,
         quantile_bins,
@@ -183,6 +186,10 @@ _EXPORTS = {
     "paired_difference": "rl_harness.analysis.probes",
     "quantile_bins": "rl_harness.analysis.probes",
     "window_features": "rl_harness.analysis.probes",
+    "holm_adjust": "rl_harness.analysis.probes",
+    "IncrementalR2": "rl_harness.analysis.incremental",
+    "IncrementalRow": "rl_harness.analysis.incremental",
+    "incremental_r2": "rl_harness.analysis.incremental",
     "replay_observations": "rl_harness.analysis.replay",
     "replay_rollouts": "rl_harness.analysis.replay",
     "replay_rollouts_named": "rl_harness.analysis.replay",
@@ -247,6 +254,8 @@ __all__ = [
     "EncoderAPI",
     "Estimate",
     "HeldOutScores",
+    "IncrementalR2",
+    "IncrementalRow",
     "Intervention",
     "InterventionReport",
     "LayerProbes",
@@ -284,6 +293,8 @@ __all__ = [
     "fit_affine",
     "fit_window_baselines",
     "held_out_scores",
+    "holm_adjust",
+    "incremental_r2",
     "info_target",
     "input_counterfactual",
     "intervene",
