@@ -439,9 +439,11 @@ def backfill(
     overwrite: bool = False,
     any_status: bool = False,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any] | None:
-    """Add `controls_by_data` to a finished run's probe_metrics.json and result.json; return
-    the headline (None when the run already has it and `overwrite` is off)."""
+    """Add `controls_by_data` to a finished run's probe_metrics.json and result.json, from its
+    final checkpoint or `checkpoint`; return the headline (None when the run already has it
+    and `overwrite` is off)."""
     run = RunArtifacts.open(results_dir)
     leaf = leaf_of(run)
     if run.status != "completed" and not any_status:
@@ -462,7 +464,10 @@ def backfill(
     def say(message: str) -> None:
         print(f"[controls {run.run_id} {time.perf_counter() - started:6.1f}s] {message}")
 
-    checkpoint = run.final_checkpoint()
+    if checkpoint is None:
+        checkpoint = run.final_checkpoint()
+    elif not Path(checkpoint).exists():
+        raise FileNotFoundError(f"no checkpoint at {checkpoint}")
     say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
     make_env = probing.probe_env_factory(decision_belief_in_observation=LEAVES[leaf])
@@ -498,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{KEY} to each run's probe_metrics.json and result.json.",
         backfill=backfill,
         show=json.dumps,
+        checkpoint=True,
     )
 
 
