@@ -104,3 +104,63 @@ def test_the_window_never_reads_the_belief_the_observation_shows():
     for row in record["table"]["rows"]:
         assert row["agent_residual_columns"] == 3  # the belief is not in the window's span
         assert row["agent"]["r2_pooled"]["value"] > row["window"]["r2_pooled"]["value"]
+
+
+def _headline_run(root, arm: str, run_id: str, seed: int, values: dict[int, float] | None):
+    """A finished run's folder whose result.json holds an incremental headline with the given
+    agent increment per k (b - c: half of it); None: a run from before the test."""
+    folder = root / arm / "results" / run_id
+    folder.mkdir(parents=True)
+    (folder / "run_manifest.json").write_text(
+        json.dumps({"run_id": run_id, "seed": seed, "status": "completed"})
+    )
+    result = {}
+    if values is not None:
+        result[incremental.KEY] = {
+            f"k{k}": {
+                "agent_increment": {"value": v, "low": v - 0.01, "high": v + 0.01},
+                "agent_minus_control": {"value": v / 2, "low": 0.0, "high": v},
+                "agent_increment_within_branch": {"value": -v, "low": -v, "high": -v},
+                "agent_minus_control_within_branch": None,
+            }
+            for k, v in values.items()
+        }
+    (folder / "result.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_the_synthesis_table_tests_each_k_across_seeds_with_holm_over_k(tmp_path):
+    from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
+    from scipy import stats
+
+    per_seed = [{1: 0.1, 2: 0.01}, {1: 0.2, 2: -0.02}, {1: 0.3, 2: 0.04}]
+    folders = [
+        _headline_run(tmp_path, "reward_only", f"run-{seed}", seed, values)
+        for seed, values in enumerate(per_seed)
+    ]
+    folders.append(_headline_run(tmp_path, "reward_only", "old-run", 9, None))
+    table = synthesis.incremental_table(folders)
+    entry = table["arms"]["reward_only"]
+    assert entry["seeds"] == [0, 1, 2] and entry["missing"] == ["old-run"]
+    rows = entry["quantities"]["agent_increment"]
+    assert [row["k"] for row in rows] == [1, 2]
+    # k = 1: 0.1, 0.2, 0.3: mean 0.2, t = 0.2 / (0.1 / sqrt 3) on 2 degrees of freedom.
+    assert rows[0]["mean"] == pytest.approx(0.2) and rows[0]["n"] == 3
+    p1 = stats.t.sf(0.2 / (0.1 / np.sqrt(3)), 2)
+    values2 = np.array([0.01, -0.02, 0.04])
+    p2 = stats.t.sf(values2.mean() / (values2.std(ddof=1) / np.sqrt(3)), 2)
+    assert rows[0]["p"] == pytest.approx(p1) and rows[1]["p"] == pytest.approx(p2)
+    # Holm over the k family: the smaller p times 2, the larger times 1 (kept monotone).
+    assert rows[0]["p_holm"] == pytest.approx(min(1.0, 2 * p1))
+    assert rows[1]["p_holm"] == pytest.approx(max(2 * p1, p2))
+    # b - c: half of b - a, the same t statistics; within branches: the negated values.
+    halves = entry["quantities"]["agent_minus_control"]
+    assert halves[0]["mean"] == pytest.approx(0.1) and halves[0]["p"] == pytest.approx(p1)
+    within = entry["quantities"]["agent_increment_within_branch"]
+    assert within[0]["p"] == pytest.approx(1 - p1)
+    # A quantity no run has: no values, no p.
+    missing = entry["quantities"]["agent_minus_control_within_branch"]
+    assert missing[0]["n"] == 0 and missing[0]["p"] is None and missing[0]["p_holm"] is None
+    text = synthesis.incremental_markdown(table)
+    assert "missing in old-run" in text and "p_holm" in text
+    assert "| reward_only | b - a (agent increment) | global | 1 | +0.2000 [" in text
