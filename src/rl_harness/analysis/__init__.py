@@ -9,6 +9,9 @@
     replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
     compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
     incremental_r2(agent_probe, inputs, ...)        what a representation adds to a window k
+    score_controls(rollouts, control_features, ...)  agent vs untrained, observation, windows,
+                                                    incremental R², from one set of rollouts
+    policy_readouts({name: rollouts}, reference, ...)  a Discrete policy against a reference
     memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
     random_feature_probe(...) / mlp_probe(...)      random ReLU features; the windows' MLP probe
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
@@ -59,6 +62,13 @@ if TYPE_CHECKING:
         probe_checkpoints_closed_loop,
         shift_report,
         swap_one_hot,
+    )
+    from rl_harness.analysis.controls import (
+        ActionBranching,
+        ControlScores,
+        action_branching,
+        policy_readouts,
+        score_controls,
     )
     from rl_harness.analysis.incremental import IncrementalR2, IncrementalRow, incremental_r2
     from rl_harness.analysis.interventions import (
@@ -190,6 +200,11 @@ _EXPORTS = {
     "IncrementalR2": "rl_harness.analysis.incremental",
     "IncrementalRow": "rl_harness.analysis.incremental",
     "incremental_r2": "rl_harness.analysis.incremental",
+    "ActionBranching": "rl_harness.analysis.controls",
+    "ControlScores": "rl_harness.analysis.controls",
+    "action_branching": "rl_harness.analysis.controls",
+    "policy_readouts": "rl_harness.analysis.controls",
+    "score_controls": "rl_harness.analysis.controls",
     "replay_observations": "rl_harness.analysis.replay",
     "replay_rollouts": "rl_harness.analysis.replay",
     "replay_rollouts_named": "rl_harness.analysis.replay",
@@ -244,11 +259,13 @@ _EXPORTS = {
     "require_api": "rl_harness.analysis.module_api",
 }
 __all__ = [
+    "ActionBranching",
     "AffineProbe",
     "Baseline",
     "BeliefEdit",
     "CheckpointProbe",
     "ClosedLoopProbe",
+    "ControlScores",
     "CounterfactualReport",
     "DEFAULT_MODULE_ID",
     "EncoderAPI",
@@ -279,6 +296,7 @@ __all__ = [
     "ablate_rollouts",
     "ablation_preprocess",
     "action_agreement",
+    "action_branching",
     "barycentric_xy",
     "belief_interventions",
     "branch_ids",
@@ -315,6 +333,7 @@ __all__ = [
     "plot_learning_curve",
     "plot_probe_over_training",
     "policy_actions",
+    "policy_readouts",
     "probe_checkpoints",
     "probe_checkpoints_closed_loop",
     "probe_layers",
@@ -328,6 +347,7 @@ __all__ = [
     "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",
+    "score_controls",
     "shift_difference",
     "shift_report",
     "shift_scores",
