@@ -1,9 +1,11 @@
 """What every analysis of the study shares, so that their numbers compare: the probe's
 settings, the analysis env, the rollout settings and the untrained control.
 
-`analysis.py` (the in-run analysis), `controls.py`, `yardstick.py` and `interventions.py`
-(each also a backfill command for finished runs) read these; none of them imports another
-analysis module but `analysis.py`, which imports them all.
+`analysis.py` (the in-run analysis), `controls.py`, `incremental.py`, `yardstick.py` and
+`interventions.py` (each also a backfill command for finished runs) read these; none of them
+imports another analysis module but `analysis.py`, which imports them all, and
+`incremental.py`, which reads `controls.py`'s run helpers and data sets (one way: controls.py
+never imports it).
 """
 
 from __future__ import annotations
