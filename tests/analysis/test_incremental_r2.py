@@ -123,6 +123,8 @@ def test_the_readout_is_fitted_on_train_episodes_only(process):
     assert kept == 3 and readout.shape == beliefs.shape
     with pytest.raises(ValueError, match="share"):
         window_residual_readout(beliefs[:, :5], window, beliefs, train=train)
+    with pytest.raises(ValueError, match="at least n_folds train episodes"):
+        window_residual_readout(beliefs, window, beliefs, train=train[:3])
 
 
 def test_holm_and_the_bootstrap_p_value_on_known_families():

@@ -118,7 +118,10 @@ def window_residual_readout(
         )
     train = np.asarray(train)
     if n_folds < 2 or len(train) < n_folds:
-        raise ValueError(f"cross-fitting needs n_folds >= 2 train episodes, got {len(train)}")
+        raise ValueError(
+            f"the read-out's cross-fitting needs n_folds >= 2 and at least n_folds train "
+            f"episodes, got n_folds {n_folds} and {len(train)} train episodes"
+        )
 
     def flat(values: np.ndarray) -> np.ndarray:
         return values.reshape(-1, values.shape[-1])
