@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_harness.analysis import holm, seed_test, seeds_for_power, t_test_power
+from rl_harness.analysis import holm_adjust, seed_test, seeds_for_power, t_test_power
 
 
 def test_seed_test_matches_a_hand_computed_t_test() -> None:
@@ -31,12 +31,12 @@ def test_seed_test_edges() -> None:
 
 def test_holm_matches_p_adjust() -> None:
     # R: p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm") = 0.03 0.06 0.06 0.02
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm_adjust([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     # step-down monotone: a larger raw p never gets a smaller adjusted one; capped at 1
-    assert holm([0.5, 0.4, None]) == pytest.approx([0.8, 0.8, None])
-    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    assert holm_adjust([0.5, 0.4, None]) == pytest.approx([0.8, 0.8, None])
+    assert holm_adjust([0.9, 0.8]) == pytest.approx([1.0, 1.0])
     with pytest.raises(ValueError):
-        holm([1.5])
+        holm_adjust([1.5])
 
 
 def test_power_matches_power_t_test() -> None:

@@ -1,12 +1,11 @@
-"""Controls the trained agent cannot contaminate (issue 37, item 4), on known answers: bins
-that split a known sample into stated counts, tokens-only windows that never read actions,
+"""Controls the trained agent cannot contaminate (issue 37, item 4), on known answers (the
+bins, branchings and tokens-only windows are the library's: tests/analysis/test_controls.py):
 a memoryless policy whose controls equal those on independently driven data, belief-MDP-driven
 rollouts whose targets are the exact filter of what was executed, and the backfill of a
 finished run (a saved module, no training)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -15,7 +14,8 @@ import torch
 from experiments.mess3_belief_geometry import controls, probing, task
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
-from rl_harness.analysis import evaluate_probe, load_module, quantile_bins, replay_rollouts
+from rl_harness.analysis import load_module, replay_rollouts
+from rl_harness.analysis.controls import TOKENS_ONLY_STREAM
 from rl_harness.seeding import stream_seed
 
 SEED = 5
@@ -43,53 +43,6 @@ def _memoryless(module):
     return module
 
 
-# ---------------------------------------------------------------------------- bins
-
-
-def test_quantile_bins_split_a_known_sample_into_the_stated_counts():
-    # Nine distinct values: three bins of three.
-    distinct = np.arange(9.0).reshape(1, 9, 1)
-    assert np.bincount(quantile_bins(distinct, 3).ravel()).tolist() == [3, 3, 3]
-    # 70 of 100 at the lower clip bound, 30 spread above it. Cutting at quantile edges put
-    # everything in one bin (both edges on the bound); by mid-rank the bound (rank 0.35) is
-    # bin 1 and the rest bin 2: two bins, 70 and 30.
-    saturated = np.r_[np.zeros(70), np.linspace(0.1, 1.0, 30)].reshape(1, 100, 1)
-    codes = quantile_bins(saturated, 3)
-    assert np.bincount(codes.ravel(), minlength=3).tolist() == [0, 70, 30]
-    edges = np.quantile(saturated.ravel(), [1 / 3, 2 / 3])
-    old = np.searchsorted(edges, saturated.ravel(), side="right")
-    assert np.unique(old).size == 1  # the old cut: split nothing
-    # The same at the upper bound: 30 below (bin 0), 70 at the bound (mid-rank 0.65: bin 1).
-    upper = 1.0 - saturated
-    assert np.bincount(quantile_bins(upper, 3).ravel(), minlength=3).tolist() == [30, 70, 0]
-    # Edges from the fit sample only: values outside its range go to the end bins.
-    fit = np.arange(6.0).reshape(1, 6, 1)
-    probe = np.array([-10.0, 0.0, 2.5, 5.0, 10.0]).reshape(1, 5, 1)
-    assert quantile_bins(probe, 3, fit=fit).ravel().tolist() == [0, 0, 1, 2, 2]
-    # A constant coordinate is one bin.
-    assert np.unique(quantile_bins(np.ones((2, 5, 1)), 3)).tolist() == [1]
-
-
-def test_action_branching_counts_what_the_actions_added():
-    # 2 episodes x 6 steps, tokens cycle 0,1,2; the action alternates between two values.
-    tokens = np.zeros((2, 6, 3))
-    for t in range(6):
-        tokens[:, t, t % 3] = 1.0
-    actions = np.zeros((2, 6, 2))
-    actions[:, 1::2, 0] = 1.0  # coordinate 0 alternates, coordinate 1 constant
-    branching = controls.action_branching(tokens, actions, np.array([0]), np.array([1]), k=2)
-    record = branching.record
-    # Token branches: step 0 (one token seen) and the pairs (0,1), (1,2), (2,0): 4.
-    assert record["n_branches"] == {"tokens_2": 4, "tokens_actions_2": 6}
-    assert record["branches_added_by_actions"] == 2
-    assert record["bins_used_per_coordinate"] == [2, 1]
-    held_out = record["held_out"]
-    assert held_out["n_steps"] == 6 and held_out["min_members"] == 2
-    # In the held-out episode tokens_2 has (1,2) and (2,0) twice each: 4 steps in 2 branches.
-    assert held_out["tokens_2"]["steps_in_branches_with_min_members"] == 4
-    assert held_out["tokens_2"]["branches_with_min_members"] == 2
-
-
 # ---------------------------------------------------------------------------- rollouts
 
 
@@ -98,35 +51,6 @@ def greedy_and_layout():
     module, make_env = _module()
     settings, layout = _settings(make_env)
     return module, make_env, controls.data_set("agent_greedy", module, settings, PLAN), layout
-
-
-def test_tokens_only_windows_never_read_actions(greedy_and_layout):
-    _, _, greedy, layout = greedy_and_layout
-    agent = evaluate_probe(
-        greedy.representations, greedy.targets, seed=SEED, n_bootstrap=PLAN.n_bootstrap
-    )
-    tokens = greedy.observations[..., layout.tokens]
-    branching = controls.action_branching(
-        tokens,
-        greedy.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
-    table = controls.tokens_only_windows(
-        agent, greedy, layout, branching.labels, ks=[1, 2], seed=SEED
-    )
-    # Scramble every action (recorded and warm-up): the tokens-only windows do not move.
-    rng = np.random.default_rng(0)
-    observations = greedy.observations.copy()
-    warmup = greedy.warmup_observations.copy()
-    observations[..., layout.actions] = rng.uniform(size=observations[..., layout.actions].shape)
-    warmup[..., layout.actions] = rng.uniform(size=warmup[..., layout.actions].shape)
-    scrambled = dataclasses.replace(greedy, observations=observations, warmup_observations=warmup)
-    again = controls.tokens_only_windows(
-        agent, scrambled, layout, branching.labels, ks=[1, 2], seed=SEED
-    )
-    assert again.to_dict() == table.to_dict()
-    assert [row.n_inputs for row in table.rows] == [4, 8]  # 3 token columns + flag per lag
 
 
 def test_a_memoryless_policy_gives_controls_equal_to_independent_driving():
@@ -265,7 +189,7 @@ def test_backfill_adds_what_the_in_run_stage_computes(tmp_path, belief_policy):
         assert block["n_episodes"] == PLAN.probe_episodes
         assert block["episode_steps"] == PLAN.probe_steps
         assert [row["k"] for row in block["tokens_only_windows"]["windows"]] == [1, 2]
-        assert block["tokens_only_windows"]["stream"] == list(controls.TOKENS_ONLY_STREAM)
+        assert block["tokens_only_windows"]["stream"] == list(TOKENS_ONLY_STREAM)
         assert set(block["differences"]) == {
             "agent_minus_untrained_module",
             "agent_minus_observation",

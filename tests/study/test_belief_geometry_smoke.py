@@ -119,6 +119,11 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     best = windows["windows"][differences["best_window_k"] - 1]
     assert differences["agent_minus_best_window"] == best["agent_minus_window"]
     assert set(result["window_r2_within_branch"]) == {"k1", "k2"}
+    # Memory beyond a window (issue 52 item 1): (a) is the window baseline of the same k.
+    incremental = metrics["incremental_r2"]["table"]
+    assert incremental["ks"] == [1, 2] and set(result["incremental_r2"]) == {"k1", "k2"}
+    for row, window in zip(incremental["rows"], windows["windows"], strict=True):
+        assert row["window"] == window["window"]
     # Controls on data the agent did not choose (issue 37): the same blocks on its greedy
     # rollouts and on belief-MDP- and random-driven ones, each on its own held-out steps.
     by_data = metrics["controls_by_data"]

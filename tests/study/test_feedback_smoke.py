@@ -30,6 +30,12 @@ def test_feedback_smoke_writes_probes_ceilings_and_controls(tmp_path):
     assert 0.0 <= scores["exact_accuracy"] <= scores["bayes_optimal_same_steps"] <= 1.0
     assert abs(record["ceilings"]["bayes_optimal_accuracy"] - 0.6996) < 0.02
     assert set(final["ablations"]) == {"mask", "shuffle"}
+    # The library's policy read-outs against the Bayes guesser, beside its value.
+    readouts = record["policy_readouts"]
+    assert set(readouts) == {"n_actions", "greedy", "sampled", "reference_value"}
+    ceiling = record["ceilings"]["bayes_optimal_accuracy"]
+    assert readouts["reference_value"]["value"] == ceiling
+    assert 0.0 <= readouts["greedy"]["agreement"] <= 1.0
     result = json.loads((run_dir / "result.json").read_text())
     assert result["iterations"] == 1 and result["checkpoints"] == 2
     # compare reaches the last checkpoint's probe inside the list.

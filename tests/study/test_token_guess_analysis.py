@@ -81,3 +81,9 @@ def test_fraction_of_bayes_optimal_uses_the_same_steps(tmp_path):
     ceiling = record["ceilings"]["bayes_optimal_accuracy"]
     assert abs(bayes - ceiling) > 0.02
     assert (results / "probe_metrics.json").is_file()
+    # The policy read-outs: agreement with the Bayes guess on the same greedy steps.
+    readouts = record["policy_readouts"]
+    agree = (rollouts.actions == next_tokens.argmax(-1)).mean()
+    assert readouts["greedy"]["agreement"] == pytest.approx(agree, rel=1e-12)
+    assert readouts["reference_value"] == {"value": ceiling}
+    assert sum(readouts["sampled"]["fractions"]) == pytest.approx(1.0)

@@ -8,10 +8,14 @@
                                                     on held-out episodes
     replay_rollouts(control, agent_rollouts)        any module on the agent's own observations
     compare_with_windows(agent_probe, inputs, ...)  memory against window baselines k = 1..K
+    incremental_r2(agent_probe, inputs, ...)        what a representation adds to a window k
+    score_controls(rollouts, control_features, ...)  agent vs untrained, observation, windows,
+                                                    incremental R², from one set of rollouts
+    policy_readouts({name: rollouts}, reference, ...)  a Discrete policy against a reference
     memory_yardstick(agent_probe, beliefs_by_m, ...)  against exact filters of the last m steps
     random_feature_probe(...) / mlp_probe(...)      random ReLU features; the windows' MLP probe
     paired_difference(...) / conditional_permutation_null(...)   tests of the differences
-    seed_test(values) / holm(p_values) / seeds_for_power(sd, effect)   across training
+    seed_test(values) / holm_adjust(p_values) / seeds_for_power(sd, effect)   across training
                                                     seeds: t-test, Holm, power at a stated effect
     probe_layers(module, rollouts, ...)             every block's residual, one replay
     probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
@@ -61,6 +65,14 @@ if TYPE_CHECKING:
         shift_report,
         swap_one_hot,
     )
+    from rl_harness.analysis.controls import (
+        ActionBranching,
+        ControlScores,
+        action_branching,
+        policy_readouts,
+        score_controls,
+    )
+    from rl_harness.analysis.incremental import IncrementalR2, IncrementalRow, incremental_r2
     from rl_harness.analysis.interventions import (
         BeliefEdit,
         Intervention,
@@ -107,6 +119,7 @@ if TYPE_CHECKING:
         evaluate_probe,
         fit_affine,
         held_out_scores,
+        holm_adjust,
         paired_difference,
         permutation_null,
         quantile_bins,
@@ -130,7 +143,6 @@ if TYPE_CHECKING:
     from rl_harness.analysis.run_artifacts import RunArtifacts
     from rl_harness.analysis.seed_statistics import (
         SeedTest,
-        holm,
         seed_test,
         seeds_for_power,
         t_test_power,
@@ -192,6 +204,15 @@ _EXPORTS = {
     "paired_difference": "rl_harness.analysis.probes",
     "quantile_bins": "rl_harness.analysis.probes",
     "window_features": "rl_harness.analysis.probes",
+    "holm_adjust": "rl_harness.analysis.probes",
+    "IncrementalR2": "rl_harness.analysis.incremental",
+    "IncrementalRow": "rl_harness.analysis.incremental",
+    "incremental_r2": "rl_harness.analysis.incremental",
+    "ActionBranching": "rl_harness.analysis.controls",
+    "ControlScores": "rl_harness.analysis.controls",
+    "action_branching": "rl_harness.analysis.controls",
+    "policy_readouts": "rl_harness.analysis.controls",
+    "score_controls": "rl_harness.analysis.controls",
     "replay_observations": "rl_harness.analysis.replay",
     "replay_rollouts": "rl_harness.analysis.replay",
     "replay_rollouts_named": "rl_harness.analysis.replay",
@@ -245,22 +266,25 @@ _EXPORTS = {
     "StepEncoderAPI": "rl_harness.analysis.module_api",
     "require_api": "rl_harness.analysis.module_api",
     "SeedTest": "rl_harness.analysis.seed_statistics",
-    "holm": "rl_harness.analysis.seed_statistics",
     "seed_test": "rl_harness.analysis.seed_statistics",
     "seeds_for_power": "rl_harness.analysis.seed_statistics",
     "t_test_power": "rl_harness.analysis.seed_statistics",
 }
 __all__ = [
+    "ActionBranching",
     "AffineProbe",
     "Baseline",
     "BeliefEdit",
     "CheckpointProbe",
     "ClosedLoopProbe",
+    "ControlScores",
     "CounterfactualReport",
     "DEFAULT_MODULE_ID",
     "EncoderAPI",
     "Estimate",
     "HeldOutScores",
+    "IncrementalR2",
+    "IncrementalRow",
     "Intervention",
     "InterventionReport",
     "LayerProbes",
@@ -285,6 +309,7 @@ __all__ = [
     "ablate_rollouts",
     "ablation_preprocess",
     "action_agreement",
+    "action_branching",
     "barycentric_xy",
     "belief_interventions",
     "branch_ids",
@@ -299,7 +324,8 @@ __all__ = [
     "fit_affine",
     "fit_window_baselines",
     "held_out_scores",
-    "holm",
+    "holm_adjust",
+    "incremental_r2",
     "info_target",
     "input_counterfactual",
     "intervene",
@@ -320,6 +346,7 @@ __all__ = [
     "plot_learning_curve",
     "plot_probe_over_training",
     "policy_actions",
+    "policy_readouts",
     "probe_checkpoints",
     "probe_checkpoints_closed_loop",
     "probe_layers",
@@ -333,6 +360,7 @@ __all__ = [
     "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",
+    "score_controls",
     "seed_test",
     "seeds_for_power",
     "shift_difference",

@@ -2,8 +2,8 @@
 
 - `seed_test(values)`: mean, Student-t interval and the two-sided one-sample t-test of the
   per-seed values against 0 (for paired differences, pass agent - control per seed).
-- `holm(p_values)`: Holm's step-down adjustment of one family of tests (controls the
-  family-wise error rate under any dependence); report the adjusted p beside the raw one.
+- Holm's correction of one family of tests is `rl_harness.analysis.holm_adjust`
+  (probes/multiple.py); report the adjusted p beside the raw one.
 - `seeds_for_power(sd, effect)`: seeds a one-sample two-sided t-test needs to detect a
   stated smallest effect of interest with the given power, at a per-seed spread `sd`. The
   effect is the caller's stated choice, never the observed mean (a power figure at the
@@ -51,22 +51,6 @@ def seed_test(values: Sequence[float], confidence: float = CONFIDENCE) -> SeedTe
     low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=sem)
     p_value = float(2.0 * stats.t.sf(abs(mean / sem), n - 1))
     return SeedTest(n, mean, float(low), float(high), sd, p_value)
-
-
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values of one family, in the input order (None stays None and is not
-    counted in the family)."""
-    indexed = [(p, i) for i, p in enumerate(p_values) if p is not None]
-    for p, _ in indexed:
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"a p-value must lie in [0, 1], got {p}")
-    m = len(indexed)
-    adjusted: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, (p, i) in enumerate(sorted(indexed)):
-        running = max(running, min(1.0, (m - rank) * p))  # step-down: never below a smaller p's
-        adjusted[i] = running
-    return adjusted
 
 
 def t_test_power(n: int, sd: float, effect: float, alpha: float = 0.05) -> float:

@@ -73,8 +73,16 @@ def _fit_predict(
     regressor: WindowRegressor,
     init_seed: int,
     batch_seed: int,
+    n_extra: int = 0,
+    extra_seed: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(train predictions, test predictions) of an MLP fitted to (x_train, y_train)."""
+    """(train predictions, test predictions) of an MLP fitted to (x_train, y_train).
+
+    The last `n_extra` columns of x are extra inputs beside a base fit's: the network is
+    initialised exactly as the base fit on the other columns (same `init_seed`, same draws),
+    the extra columns' first-layer weights drawn at the same scale from `extra_seed`, and
+    the minibatch order is the base fit's. So a fit with extra inputs differs from the base
+    fit only through what the extra columns carry (incremental R², `incremental.py`)."""
     import torch
 
     mean = x_train.mean(axis=0)
@@ -89,11 +97,22 @@ def _fit_predict(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)
         layers: list[torch.nn.Module] = []
-        width = xs.shape[1]
+        # The base fit's layers (the extra columns join the first layer below).
+        width = xs.shape[1] - n_extra
         for hidden in regressor.hidden:
             layers += [torch.nn.Linear(width, hidden), torch.nn.GELU()]
             width = hidden
         net = torch.nn.Sequential(*layers, torch.nn.Linear(width, ys.shape[1]))
+        if n_extra:  # (inside fork_rng: building the layer draws from the global stream)
+            base = net[0]
+            first = torch.nn.Linear(base.in_features + n_extra, base.out_features)
+            bound = 1.0 / np.sqrt(base.in_features)  # PyTorch's default scale, base's fan-in
+            extra = torch.empty(base.out_features, n_extra)
+            extra.uniform_(-bound, bound, generator=torch.Generator().manual_seed(extra_seed))
+            with torch.no_grad():
+                first.weight.copy_(torch.cat([base.weight, extra], dim=1))
+                first.bias.copy_(base.bias)
+            net[0] = first
     n = xs.shape[0]
     batch = min(regressor.batch_size, n)
     per_epoch = max(1, n // batch)

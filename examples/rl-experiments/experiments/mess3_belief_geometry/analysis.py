@@ -49,6 +49,9 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       steps_in_branches_with_min_members}}
     controls_by_data  every control also on data the agent did not choose (controls.py: its
                       docstring has the schema): agent_greedy, belief_mdp, random blocks
+    incremental_r2    memory beyond a window (incremental.py: its docstring has the schema):
+                      per k, R² of the window alone, with the agent's and with the untrained
+                      module's read-out, b - a and b - c with intervals and Holm p
     interventions     (leaves that run them) the headline of interventions.json: {file,
                       <layer>: {<counterfactual>: {agent, agent_random, untrained,
                       agent_correlation}}}, fractions of the optimal action shift
@@ -70,7 +73,7 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from experiments.mess3_belief_geometry import controls, probing, task, yardstick
+from experiments.mess3_belief_geometry import controls, incremental, probing, task, yardstick
 from experiments.mess3_belief_geometry.interventions import intervention_rollouts, run_interventions
 from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import (
@@ -349,6 +352,17 @@ def _analyze(
         "agent_minus_best_window": best.agent_minus_window,
     }
 
+    # Memory beyond a window (issue 52 item 1): the library's incremental R², same split.
+    incremental_record = incremental.measure(
+        greedy,
+        untrained_features,
+        agent=agent,
+        branchings=branchings,
+        layout=layout,
+        plan=plan,
+        say=say,
+    )
+
     say("per-layer probes: replaying the agent's rollouts, every residual")
     layers = probe_layers(
         module,
@@ -425,6 +439,7 @@ def _analyze(
         "differences": {name: value.to_dict() for name, value in differences.items()}
         | {"best_window_k": best.k},
         "windows": windows.to_dict(),
+        incremental.KEY: incremental_record,
         "layers": layers.table(),
         "training": training,
         controls.KEY: by_data,
@@ -539,6 +554,8 @@ def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
         out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
     if controls.KEY in record:
         out[controls.KEY] = controls.headline(record[controls.KEY])
+    if incremental.KEY in record:
+        out[incremental.KEY] = incremental.headline(record[incremental.KEY])
     return out
 
 
@@ -550,7 +567,7 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     windows = record["windows"]
     training = record["training"]["checkpoints"]
     return {
-        **_controls_headline(record),  # controls_by_data, action_branches_added
+        **_controls_headline(record),  # controls_by_data, action_branches_added, incremental_r2
         "iterations": result.iterations,
         "env_steps": record["env_steps"],
         "return_per_step": record["return_per_step"],

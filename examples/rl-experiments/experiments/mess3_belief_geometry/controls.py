@@ -24,12 +24,16 @@ actions:
   last k tokens only (`tokens_only_windows`: never read an action); paired differences
   agent minus each;
 - branchings: `tokens_2` (equal last 2 visible tokens) and `tokens_actions_2` (also equal
-  binned last 2 previous actions). The bins (`action_branching`): each action coordinate in
-  ACTION_BINS equal-frequency bins by mid-rank among the *fit* (probe-train) episodes' values,
-  so a point mass at the clip bound is a bin of its own (a cut at quantile edges puts every
-  value in one bin when two edges fall on the bound; the study README says which runs had
-  it). The record states how many branches the actions added and how many held-out steps
-  sit in branches with at least MIN_BRANCH_MEMBERS steps (what within-branch R² can use).
+  binned last 2 previous actions). The bins (the library's `action_branching`): each action
+  coordinate in ACTION_BINS equal-frequency bins by mid-rank among the *fit* (probe-train)
+  episodes' values, so a point mass at the clip bound is a bin of its own (a cut at quantile
+  edges puts every value in one bin when two edges fall on the bound; the study README says
+  which runs had it). The record states how many branches the actions added and how many
+  held-out steps sit in branches with at least 2 steps (what within-branch R² can use).
+
+The scoring is the library's: `rl_harness.analysis.controls.score_controls` (one call from one
+collection of rollouts; `controls_on` adds the data set's sentence); this module chooses the
+data sets, the probe settings and the sizes.
 
 probe_metrics.json key `controls_by_data` (CONTROLS_SCHEMA_VERSION): {schema_version, data
 (the three sentences), <data set>: {data, n_episodes, episode_steps, return_per_step,
@@ -48,7 +52,6 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +61,21 @@ from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import write_json
 from rl_harness.analysis import (
+    ProbeSettings,
     Rollouts,
     RunArtifacts,
-    branch_ids,
     collect_rollouts,
-    compare_with_windows,
-    evaluate_probe,
-    held_out_scores,
     load_module,
-    paired_difference,
-    quantile_bins,
     replay_rollouts,
 )
-from rl_harness.analysis.windows import DEFAULT_STREAM as WINDOW_STREAM
+from rl_harness.analysis.controls import ActionBranching, score_controls
+from rl_harness.analysis.controls import action_branching as library_action_branching
 from rl_harness.seeding import stream_seed
 
 CONTROLS_SCHEMA_VERSION = 1
 KEY = "controls_by_data"  # in probe_metrics.json and result.json
 DATA_SETS = ("agent_greedy", "belief_mdp", "random")
 ACTION_BINS = probing.ACTION_BINS  # equal-frequency bins per action coordinate
-MIN_BRANCH_MEMBERS = 2  # a branch needs 2 steps to carry within-branch variance
-TOKENS_ONLY_STREAM = (*WINDOW_STREAM, "tokens_only")  # its MLPs' init and batch streams
 STUDY = "experiments.mess3_belief_geometry"
 LEAVES = {  # leaf -> decision_belief_in_observation
     "reward_only": False,
@@ -99,101 +96,17 @@ DATA = {
 Actor = Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
 
 
-@dataclass(frozen=True)
-class ActionBranching:
-    """The two branchings of one data set and what the actions added."""
-
-    labels: dict[str, np.ndarray]  # {tokens_2, tokens_actions_2}: (E, T) branch labels
-    record: dict[str, Any]
-
-
-def token_codes(tokens: np.ndarray) -> np.ndarray:
-    """(E, T, 1) the visible token 0..2, or 3 where none is visible yet (all-zero one-hot)."""
-    return tokens.argmax(-1)[..., None] + 3 * (tokens.max(-1, keepdims=True) == 0)
-
-
-def _held_out_counts(labels: np.ndarray) -> dict[str, int]:
-    _, counts = np.unique(labels, return_counts=True)
-    enough = counts >= MIN_BRANCH_MEMBERS
-    return {
-        "n_branches": int(counts.size),
-        "branches_with_min_members": int(enough.sum()),
-        "steps_in_branches_with_min_members": int(counts[enough].sum()),
-    }
-
-
 def action_branching(
     tokens: np.ndarray,
     actions: np.ndarray,
     fit_episodes: np.ndarray,
     test_episodes: np.ndarray,
-    *,
-    k: int = probing.BRANCH_K,
-    n_bins: int = ACTION_BINS,
 ) -> ActionBranching:
-    """Branches of equal last k visible tokens, and of those plus the last k binned previous
-    actions (bins from the `fit_episodes` only), with the counts that say whether the
-    actions split anything."""
-    bins = quantile_bins(actions, n_bins, fit=actions[fit_episodes])
-    labels = {
-        probing.TOKEN_BRANCHES: branch_ids(tokens, k),
-        probing.ACTION_BRANCHES: branch_ids(np.concatenate([token_codes(tokens), bins], -1), k),
-    }
-    n = {name: int(np.unique(value).size) for name, value in labels.items()}
-    held_out = {name: _held_out_counts(value[test_episodes]) for name, value in labels.items()}
-    record = {
-        "n_bins_per_action_coordinate": n_bins,
-        "bins": "each coordinate of the previous executed action (the observation's action "
-        "part) coded by its mid-rank among the fit (probe-train) episodes' values: equal-"
-        "frequency bins, tied values share one (a point mass at the clip bound is its own bin)",
-        "bins_used_per_coordinate": [
-            int(np.unique(bins[fit_episodes][..., j]).size) for j in range(bins.shape[-1])
-        ],
-        "n_branches": n,
-        "branches_added_by_actions": n[probing.ACTION_BRANCHES] - n[probing.TOKEN_BRANCHES],
-        "held_out": {
-            "n_steps": int(labels[probing.TOKEN_BRANCHES][test_episodes].size),
-            "min_members": MIN_BRANCH_MEMBERS,
-        }
-        | held_out,
-    }
-    return ActionBranching(labels, record)
-
-
-def tokens_only_windows(
-    agent: Any,
-    rollouts: Rollouts,
-    layout: Any,
-    branchings: Mapping[str, np.ndarray],
-    *,
-    ks: Sequence[int],
-    seed: int,
-    progress: Any = None,
-) -> Any:
-    """Window MLPs on the last k visible tokens alone (the observation's token part, warm-up
-    as history), against `agent` (its split and resamples): never reads an action."""
-    return compare_with_windows(
-        agent,
-        rollouts.observations[..., layout.tokens],
-        rollouts.targets,
-        ks=ks,
-        seed=seed,
-        history=rollouts.warmup_observations[..., layout.tokens],
-        branchings=branchings,
-        stream=TOKENS_ONLY_STREAM,
-        progress=progress,
+    """The study's two branchings (the library's `action_branching` at BRANCH_K, ACTION_BINS):
+    equal last 2 visible tokens, and those plus the last 2 binned previous actions."""
+    return library_action_branching(
+        tokens, actions, fit_episodes, test_episodes, k=probing.BRANCH_K, n_bins=ACTION_BINS
     )
-
-
-def _best(table: Any) -> Any:
-    """The window row with the highest tokens_2 within-branch R² (chosen on held-out steps,
-    which can only flatter the window)."""
-
-    def key(row: Any) -> float:
-        value = row.window.within_branch.get(probing.TOKEN_BRANCHES)
-        return value.value if value is not None else -np.inf
-
-    return max(table.rows, key=key)
 
 
 def controls_on(
@@ -207,87 +120,26 @@ def controls_on(
     say: Any = print,
 ) -> dict[str, Any]:
     """Every control on one data set, scored on its own held-out episodes and resamples (the
-    agent probe's split there): the `controls_by_data` block of that set."""
-    tokens = rollouts.observations[..., layout.tokens]
-
-    def probe(features: np.ndarray) -> Any:
-        return evaluate_probe(
-            features,
-            rollouts.targets,
+    agent probe's split there): the `controls_by_data` block of that set (the library's
+    `score_controls` with the study's probe settings, plus the data set's sentence)."""
+    scored = score_controls(
+        rollouts,
+        untrained_features,
+        settings=ProbeSettings(
             seed=seed,
             ridge=probing.PROBE_RIDGE,
             test_fraction=probing.PROBE_TEST_FRACTION,
             n_bootstrap=plan.n_bootstrap,
-            target_names=probing.BELIEF_NAMES,
-            branch_tokens=tokens,
-            branch_k=probing.BRANCH_K,
-        )
-
-    agent = probe(rollouts.representations)
-    untrained = probe(untrained_features)
-    observation = probe(rollouts.observations)
-    branching = action_branching(
-        tokens,
-        rollouts.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
-    test = agent.test_episodes
-    held_out = rollouts.targets[test]
-    excluded = set(agent.report.r2_pooled_excludes)
-    common = dict(
-        weights=agent.bootstrap_weights,
-        branchings={name: labels[test] for name, labels in branching.labels.items()},
-        confidence=agent.report.confidence,
-        include=np.array([name not in excluded for name in probing.BELIEF_NAMES]),
-    )
-    predictions = {
-        "agent": agent.test_predictions,
-        "untrained_module": untrained.test_predictions,
-        "observation": observation.test_predictions,
-    }
-    scores = {name: held_out_scores(held_out, p, **common) for name, p in predictions.items()}
-    ks = list(range(1, plan.window_k_max + 1))
-    say(f"{data}: windows k = 1..{ks[-1]} on tokens and actions, then on tokens only")
-    window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
-    windows = compare_with_windows(
-        agent,
-        rollouts.observations[..., window_parts],
-        rollouts.targets,
-        ks=ks,
-        seed=seed,
-        history=rollouts.warmup_observations[..., window_parts],
-        branchings=branching.labels,
-    )
-    tokens_windows = tokens_only_windows(
-        agent, rollouts, layout, branching.labels, ks=ks, seed=seed
-    )
-    best, best_tokens = _best(windows), _best(tokens_windows)
-    differences = {
-        "agent_minus_untrained_module": paired_difference(
-            held_out, agent.test_predictions, untrained.test_predictions, **common
+            branch_depth=probing.BRANCH_K,
         ),
-        "agent_minus_observation": paired_difference(
-            held_out, agent.test_predictions, observation.test_predictions, **common
-        ),
-        "agent_minus_best_window": best.agent_minus_window,
-        "agent_minus_best_tokens_window": best_tokens.agent_minus_window,
-    }
-    return {
-        "data": DATA.get(data, data),
-        "n_episodes": rollouts.n_episodes,
-        "episode_steps": rollouts.episode_steps,
-        "warmup_steps": int(rollouts.warmup_observations.shape[1]),
-        "return_per_step": rollouts.mean_reward_per_step(),
-        "action_branching": branching.record,
-        "agent_probe": agent.report.to_dict(),
-        "scores": {name: value.to_dict() for name, value in scores.items()},
-        "windows": windows.to_dict(),
-        "tokens_only_windows": tokens_windows.to_dict(),
-        "best_window_k": best.k,
-        "best_tokens_window_k": best_tokens.k,
-        "differences": {name: value.to_dict() for name, value in differences.items()},
-    }
+        tokens=layout.tokens,
+        actions=layout.actions,
+        ks=list(range(1, plan.window_k_max + 1)),
+        target_names=probing.BELIEF_NAMES,
+        n_bins=ACTION_BINS,
+        progress=lambda message: say(f"{data}: {message}"),
+    )
+    return {"data": DATA.get(data, data)} | scored.to_dict()
 
 
 def actor_rollouts(
@@ -443,9 +295,11 @@ def backfill(
     overwrite: bool = False,
     any_status: bool = False,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any] | None:
-    """Add `controls_by_data` to a finished run's probe_metrics.json and result.json; return
-    the headline (None when the run already has it and `overwrite` is off)."""
+    """Add `controls_by_data` to a finished run's probe_metrics.json and result.json, from its
+    final checkpoint or `checkpoint`; return the headline (None when the run already has it
+    and `overwrite` is off)."""
     run = RunArtifacts.open(results_dir)
     leaf = leaf_of(run)
     if run.status != "completed" and not any_status:
@@ -466,7 +320,10 @@ def backfill(
     def say(message: str) -> None:
         print(f"[controls {run.run_id} {time.perf_counter() - started:6.1f}s] {message}")
 
-    checkpoint = run.final_checkpoint()
+    if checkpoint is None:
+        checkpoint = run.final_checkpoint()
+    elif not Path(checkpoint).exists():
+        raise FileNotFoundError(f"no checkpoint at {checkpoint}")
     say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
     make_env = probing.probe_env_factory(LEAVES[leaf], task.point_of(plan))
@@ -502,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{KEY} to each run's probe_metrics.json and result.json.",
         backfill=backfill,
         show=json.dumps,
+        checkpoint=True,
     )
 
 

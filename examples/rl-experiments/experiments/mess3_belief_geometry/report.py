@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl_harness.analysis import holm, seed_test, seeds_for_power
+from rl_harness.analysis import holm_adjust, seed_test, seeds_for_power
 
 STUDY_DIR = Path(__file__).resolve().parent
 README = STUDY_DIR / "README.md"
@@ -160,7 +160,7 @@ def interventions_table(runs: Sequence[StudyRun]) -> str:
             )
     keys = list(per_seed)
     tests = [_interval(per_seed[key], 4) for key in keys]
-    adjusted = holm([p for _, p in tests])
+    adjusted = holm_adjust([p for _, p in tests])
     lines += [
         "",
         f"Across seeds, agent minus untrained (mean [95% t-interval], t-test p, Holm over the "
@@ -195,7 +195,7 @@ def controls_table(runs: Sequence[StudyRun]) -> str:
             for key, label in CONTROL_TESTS:
                 text, p = _interval([_controls(run, data)[key] for run in arm_runs])
                 rows.append((arm, data, label, text, p))
-    adjusted = holm([row[4] for row in rows])
+    adjusted = holm_adjust([row[4] for row in rows])
     lines = [
         f"Across seeds (mean [95% t-interval], t-test p, Holm over the {len(rows)} tests of "
         "this table; a difference is called shown only where its Holm p < 0.05):",
@@ -279,7 +279,7 @@ def arms_table(runs: Sequence[StudyRun]) -> str:
             seeds = sorted(set(by_seed[first]) & set(by_seed[second]))
             p = seed_test([by_seed[second][s] - by_seed[first][s] for s in seeds]).p_value
         rows.append((f"`{data}`", a, b, p))
-    adjusted = holm([row[3] for row in rows])
+    adjusted = holm_adjust([row[3] for row in rows])
     lines = [
         f"`{second}` against `{first}`: greedy return per step (each agent's own rollouts, "
         f"Welch p) and the agent's within-branch R² per seed on each data set, Holm over the "

@@ -22,12 +22,16 @@ controls scored on the same episodes: the step-0 checkpoint (untrained weights),
 previous-action input ablated (masked, shuffled: every step, so the window holds only
 corrupted actions) both replayed (probe) and in closed loop (accuracy); the counterfactual
 of the previous action (decoded against exact belief shift); agreement with the Bayes
-guesser (greedy, sampled); the memory yardstick (`window_filter_controls`: the exact
-filter of the last m pairs, probed the same way).
+guesser (greedy, sampled); the library's policy read-outs against the guesser
+(`readouts`: action fractions overall, by hidden state and by belief argmax, agreement, on the
+agent's greedy and sampled play, beside the guesser's closed-loop value); the memory
+yardstick (`window_filter_controls`: the exact filter of the last m pairs, probed the same
+way).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ from rl_harness.analysis import (
     evaluate_probe,
     info_target,
     input_counterfactual,
+    policy_readouts,
     probe_checkpoints,
     probe_checkpoints_closed_loop,
     replay_rollouts,
@@ -99,6 +104,8 @@ def env_config(*, dict_observation: bool, info: Sequence[str] = ()) -> dict[str,
 
 
 ANALYSIS_ENV = env_config(dict_observation=False, info=["decision_belief"])
+# The policy read-outs' env: the same episodes, with the hidden state at each decision too.
+READOUT_ENV = env_config(dict_observation=False, info=["decision_belief", "state"])
 
 
 def analysis_env(num_envs: int) -> HMMVectorEnv:
@@ -197,6 +204,43 @@ def collect(module: RLModule, plan: Any, seed: int, *, ablation: str | None = No
         target=info_target("decision_belief"),
         preprocess=preprocess,
         stream=(*STREAM, "rollouts"),
+    )
+
+
+def readout_rollouts(module: RLModule, plan: Any, seed: int, policy: str) -> Rollouts:
+    """The module's own rollouts on the probe episodes (`collect`'s seeds and sizes) under
+    `policy` ("greedy" or "sample"), targets: the decision belief, then info['state'] (the
+    hidden state at the decision) in the last column."""
+    return collect_rollouts(
+        module,
+        lambda n: HMMVectorEnv(n, READOUT_ENV),
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        warmup_steps=plan.warmup_steps,
+        seed=seed,
+        num_envs=plan.num_envs,
+        target=info_target("decision_belief", "state"),
+        preprocess=module_obs,
+        stream=(*STREAM, "rollouts"),
+        policy=policy,  # type: ignore[arg-type]
+    )
+
+
+def readouts(module: RLModule, plan: Any, seed: int, reference_value: Mapping[str, float]):
+    """The library's policy read-outs against the Bayes guesser (`OneStepLookaheadPolicy` of
+    the exact belief) on the module's greedy and sampled play: action fractions overall, by
+    hidden state and by belief argmax, agreement, and the guesser's own closed-loop value."""
+    sets, states = {}, {}
+    for name, policy in (("greedy", "greedy"), ("sampled", "sample")):
+        rollouts = readout_rollouts(module, plan, seed, policy)
+        sets[name] = dataclasses.replace(rollouts, targets=rollouts.targets[..., :N_TOKENS])
+        states[name] = rollouts.targets[..., N_TOKENS].astype(np.int64)
+    return policy_readouts(
+        sets,
+        OneStepLookaheadPolicy(TASK_OBJECT),
+        n_actions=N_TOKENS,
+        hidden_states=states,
+        reference_value=reference_value,
     )
 
 
@@ -301,6 +345,11 @@ def analyze(context: RunContext, plan: Any) -> dict[str, Any]:
         branch_tokens=branch_codes(final_rollouts),
         **options,
     )
+    ceiling = ceilings(plan.ceiling_copies, EPISODE_LENGTH, seed)
+    guesser_value = {
+        "value": ceiling["bayes_optimal_accuracy"],
+        "standard_error": ceiling["bayes_optimal_accuracy_se"],
+    }
     record = {
         "schema_version": 1,
         "process": {
@@ -312,8 +361,9 @@ def analyze(context: RunContext, plan: Any) -> dict[str, Any]:
             "feedback": FEEDBACK,
             "window": WINDOW,
         },
-        "ceilings": ceilings(plan.ceiling_copies, EPISODE_LENGTH, seed),
+        "ceilings": ceiling,
         "final": final_record,
+        "policy_readouts": readouts(final, plan, seed, guesser_value),
         "probes": [p.to_dict() for p in own],
         "replay_probes": [p.to_dict() for p in replayed],
     }

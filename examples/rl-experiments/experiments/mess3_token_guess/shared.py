@@ -15,7 +15,10 @@ that must stay identical between the leaves so that their numbers compare:
   the same steps, and an affine probe from the post-final-norm residual (the
   representation the heads read) to the exact belief, globally and within branches of
   equal last BRANCH_K tokens; at the last checkpoint also every depth of the residual
-  stream; the fractal plot of probed beliefs beside the exact mixed-state presentation.
+  stream and the library's policy read-outs against the Bayes guesser (`policy_readouts`:
+  action fractions overall and by belief argmax, agreement, on the agent's greedy and sampled
+  play, beside the guesser's exact accuracy); the fractal plot of probed beliefs beside the
+  exact mixed-state presentation.
 
 Checkpoints (`checkpoint_schedule`): the leaves save the run's own initial weights before
 any training (step 0), iterations 1, 2, 4, 8, ... and the last; the analysis probes every
@@ -57,6 +60,7 @@ from rl_harness.analysis import (
     info_target,
     load_module,
     mixed_state_scatter,
+    policy_readouts,
     run_checkpoints,
     simplex_scatter,
 )
@@ -224,6 +228,11 @@ def expected_accuracy(hmm: HMMModel, beliefs: np.ndarray, actions: np.ndarray) -
     return {"greedy": float(chosen.mean()), "bayes_optimal": float(probabilities.max(-1).mean())}
 
 
+def bayes_guess(hmm: HMMModel, beliefs: np.ndarray) -> np.ndarray:
+    """The Bayes-optimal guess of the next token at each belief (ties: the lowest token)."""
+    return next_token_probabilities(hmm, beliefs).argmax(-1)
+
+
 def _value(report: Mapping[str, Any] | None, *path: str) -> float | None:
     for key in path:
         report = report.get(key) if isinstance(report, Mapping) else None
@@ -363,6 +372,12 @@ def analyze(
         "ceilings": exact,
         "checkpoints": points,
         "final_by_depth": by_depth,
+        "policy_readouts": policy_readouts(
+            {"greedy": last_rollouts, "sampled": collect(module, policy="sample")},
+            functools.partial(bayes_guess, hmm),
+            n_actions=N_TOKENS,
+            reference_value={"value": exact["bayes_optimal_accuracy"]},
+        ),
     }
     plot_fractal(context.results_dir / "fractal.png", hmm, snapshots, label)
     plot_training(

@@ -7,7 +7,9 @@ one solver, factored once so a permutation null's refits share it),
 `split_episodes`, `bootstrap_weights` / `percentile_interval`, within-branch R²
 (`branch_ids`, `branch_sums`, `within_scores`), permutation nulls (`permutation_null` of the
 global R², `conditional_permutation_null` of the within-branch R²), held-out scores of any
-predictions and paired bootstrap differences (`held_out_scores`, `paired_difference`),
+predictions and paired bootstrap differences (`held_out_scores`, `paired_difference`,
+`r2_samples`), Holm's correction and one-sided bootstrap p-values (`holm_adjust`,
+`bootstrap_p_greater`),
 windows of a sequence and binned actions (`window_features`, `quantile_bins`), and
 `evaluate_probe`, which composes them into a `ProbeReport` (with `to_dict()`).
 """
@@ -32,7 +34,13 @@ from rl_harness.analysis.probes.evaluate import (
     WithinBranchReport,
     evaluate_probe,
 )
-from rl_harness.analysis.probes.paired import HeldOutScores, held_out_scores, paired_difference
+from rl_harness.analysis.probes.multiple import bootstrap_p_greater, holm_adjust
+from rl_harness.analysis.probes.paired import (
+    HeldOutScores,
+    held_out_scores,
+    paired_difference,
+    r2_samples,
+)
 from rl_harness.analysis.probes.permutation import (
     PermutationNull,
     conditional_permutation_null,
@@ -53,6 +61,9 @@ __all__ = [
     "conditional_permutation_null",
     "held_out_scores",
     "paired_difference",
+    "r2_samples",
+    "bootstrap_p_greater",
+    "holm_adjust",
     "quantile_bins",
     "window_features",
     "within_branch_shuffle",

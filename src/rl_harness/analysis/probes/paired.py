@@ -112,6 +112,23 @@ def _estimate(point: float, samples: np.ndarray, confidence: float) -> Estimate 
     return estimates(np.asarray([point]), samples[:, None], confidence)[0]
 
 
+def r2_samples(
+    targets: np.ndarray,
+    predictions: np.ndarray,
+    *,
+    weights: np.ndarray,
+    branchings: Mapping[str, np.ndarray] | None = None,
+    include: np.ndarray | None = None,
+) -> dict[str | None, tuple[float, np.ndarray]]:
+    """{None: global, name: within `name`} -> (point, (R,) resampled) pooled R² of held-out
+    `predictions` under the resamples `weights` (R, E_test): what `held_out_scores` and
+    `paired_difference` summarize, for callers that derive several paired quantities (or a
+    one-sided bootstrap p-value) from the same resamples."""
+    branchings = dict(branchings or {})
+    y, (pred,), counts = _checked(targets, [predictions], branchings, weights)
+    return _r2_samples(y, pred, branchings, counts, include)
+
+
 def held_out_scores(
     targets: np.ndarray,
     predictions: np.ndarray,

@@ -31,9 +31,17 @@ worth, the within-branch variance share, random ReLU features of the agent's inp
 several untrained initialisations and the windows' MLP on the agent's representation. A run
 without the file is listed as missing.
 
+Memory beyond a window (issue 52 item 1; `incremental.py`): each run's result.json
+`incremental_r2` (in-run, or for a finished run `python -m
+experiments.mess3_belief_geometry.incremental RUN [--checkpoint CKPT]`): per arm and k = 1..K,
+b - a (the agent's increment over the window of tokens and executed actions) and b - c (minus
+the untrained module's), globally and within tokens_2: mean across seeds, t-interval, one-sided
+t-test p of mean > 0 and that p Holm-corrected over the k family (`p_holm`). A run without it
+is listed as missing.
+
 Writes results/<run-id>/study_table.md (solver values, the comparison table, the memory
-yardstick), yardstick.json, comparison.md, comparison.json and comparison.png (one panel per
-metric, each run a dot).
+yardstick, the incremental R² table), yardstick.json, incremental.json, comparison.md,
+comparison.json and comparison.png (one panel per metric, each run a dot).
 """
 
 from __future__ import annotations
@@ -44,14 +52,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.mess3_belief_geometry import controls, report, task
+from experiments.mess3_belief_geometry import controls, incremental, report, task
 from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
     BUDGETS,  # noqa: F401
     DEFAULT_BUDGET,  # noqa: F401
     run_budget,
 )
 from rl_harness import RunContext, load_manifest, write_json
-from rl_harness.analysis.comparison import compare_runs, comparison_markdown, write_comparison
+from rl_harness.analysis import holm_adjust
+from rl_harness.analysis.comparison import (
+    compare_runs,
+    comparison_markdown,
+    mean_interval,
+    write_comparison,
+)
 
 TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
 RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/
@@ -233,6 +247,120 @@ def reviewed_tables(folders: Sequence[Path]) -> str:
     return "".join(sections)
 
 
+# The incremental test's across-seed table (result.json "incremental_r2", incremental.py): per
+# arm and k, each quantity's per-seed values, their mean and t-interval, the one-sided t-test
+# p of mean > 0 across seeds, Holm-corrected over the k family of that arm, quantity and score.
+INCREMENTAL_QUANTITIES = {
+    "agent_increment": "b - a (agent increment)",
+    "agent_minus_control": "b - c (agent increment - untrained increment)",
+}
+INCREMENTAL_SCORES = {"": "global", "_within_branch": "within tokens_2"}
+
+
+def _t_p_greater(values: Sequence[float]) -> float | None:
+    """One-sided one-sample t-test p of mean > 0 across seeds (None under 2 seeds or no spread)."""
+    if len(values) < 2 or len(set(values)) < 2:
+        return None
+    from scipy import stats
+
+    return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+
+
+def incremental_table(folders: list[Path]) -> dict[str, Any]:
+    """{arms: {arm: {seeds, missing, quantities: {quantity+score: [{k, mean, low, high, values,
+    p, p_holm}]}}}} from each run's result.json `incremental_r2` (runs without it: missing)."""
+    by_arm: dict[str, dict[str, Any]] = {}
+    for path in folders:
+        arm = path.parent.parent.name
+        seed = (load_manifest(path) or {}).get("seed")
+        result = json.loads((path / "result.json").read_text(encoding="utf-8"))
+        entry = by_arm.setdefault(arm, {"seeds": [], "missing": [], "runs": []})
+        if incremental.KEY not in result:
+            entry["missing"].append(path.name)
+            continue
+        entry["seeds"].append(seed)
+        entry["runs"].append(result[incremental.KEY])
+    out: dict[str, Any] = {}
+    for arm, entry in by_arm.items():
+        runs = entry.pop("runs")
+        ks = sorted({key for run in runs for key in run}, key=lambda key: int(key[1:]))
+        ks = [key for key in ks if all(key in run for run in runs)]
+        quantities: dict[str, list[dict[str, Any]]] = {}
+        for quantity in INCREMENTAL_QUANTITIES:
+            for suffix in INCREMENTAL_SCORES:
+                name = f"{quantity}{suffix}"
+                rows = []
+                for key in ks:
+                    values = [
+                        run[key][name]["value"]
+                        for run in runs
+                        if (run[key].get(name) or {}).get("value") is not None
+                    ]
+                    summary = mean_interval(values)
+                    rows.append(
+                        {
+                            "k": int(key[1:]),
+                            "n": summary.n,
+                            "mean": summary.mean,
+                            "low": summary.low,
+                            "high": summary.high,
+                            "values": summary.values,
+                            "p": _t_p_greater(values),
+                        }
+                    )
+                for row, adjusted in zip(rows, holm_adjust([r["p"] for r in rows]), strict=True):
+                    row["p_holm"] = adjusted
+                quantities[name] = rows
+        out[arm] = entry | {"quantities": quantities}
+    return {
+        "test": "per arm and k: mean across seeds of each run's held-out quantity, 95% "
+        "Student-t interval, one-sided one-sample t-test p of mean > 0 across seeds, Holm-"
+        "corrected over the k of that arm, quantity and score (the family)",
+        "arms": out,
+    }
+
+
+def incremental_markdown(table: Mapping[str, Any]) -> str:
+    """The across-seed table of b - a and b - c per k (study_table.md's incremental section)."""
+
+    def number(value: Any, sign: bool = True) -> str:
+        return "-" if value is None else (f"{value:+.4f}" if sign else f"{value:.3g}")
+
+    lines = [
+        "Incremental R² over a window (incremental.py; the library's `incremental_r2`): per k, "
+        "the windows' MLP on the last k visible tokens and executed actions (what the agent "
+        "read) alone (a), with the agent's representation's read-out (b), with the untrained "
+        "module's (c); each run's b - a and b - c on its own held-out episodes, then across "
+        "seeds: mean [95% t-interval] (n), one-sided t-test p of mean > 0, Holm-corrected over "
+        "k = 1..K per arm, quantity and score (named p_holm).",
+        "",
+        "| arm | quantity | score | k | mean [95% t] (n) | p | p_holm | per seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, entry in table["arms"].items():
+        if entry["missing"]:
+            lines.append(
+                f"| {arm} | missing in {', '.join(entry['missing'])}: `python -m "
+                f"experiments.mess3_belief_geometry.incremental {arm}/results/<run-id> "
+                "[--checkpoint CKPT]` | | | | | | |"
+            )
+        for name, rows in entry["quantities"].items():
+            quantity = next(q for q in INCREMENTAL_QUANTITIES if name.startswith(q))
+            score = INCREMENTAL_SCORES[name[len(quantity) :]]
+            for row in rows:
+                interval = (
+                    "" if row["low"] is None else f" [{number(row['low'])}, {number(row['high'])}]"
+                )
+                lines.append(
+                    f"| {arm} | {INCREMENTAL_QUANTITIES[quantity]} | {score} | {row['k']} | "
+                    f"{number(row['mean'])}{interval} ({row['n']}) | "
+                    f"{number(row['p'], False)} | {number(row['p_holm'], False)} | "
+                    + ", ".join(number(v) for v in row["values"])
+                    + " |"
+                )
+    return "\n".join(lines) + "\n"
+
+
 def run(context: RunContext) -> dict:
     root = study_root(context)
     budget = context.settings.runs_budget
@@ -253,6 +381,8 @@ def run(context: RunContext) -> dict:
     files = write_comparison(comparison, context.results_dir)
     yardsticks = yardstick_rows(folders)
     write_json(context.results_dir / "yardstick.json", yardsticks)
+    increments = incremental_table(folders)
+    write_json(context.results_dir / "incremental.json", increments)
     table = context.results_dir / "study_table.md"
     table.write_text(
         "# MESS3 occupancy control: arms against the solver ceilings\n\n"
@@ -263,6 +393,8 @@ def run(context: RunContext) -> dict:
         + comparison_markdown(comparison)
         + "\n## Memory yardstick\n\n"
         + yardstick_markdown(yardsticks)
+        + "\n## Memory beyond a window: incremental R²\n\n"
+        + incremental_markdown(increments)
         + reviewed_tables(folders),
         encoding="utf-8",
     )
@@ -275,5 +407,5 @@ def run(context: RunContext) -> dict:
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
         },
-        "files": [path.name for path in [table, *files]] + ["yardstick.json"],
+        "files": [path.name for path in [table, *files]] + ["yardstick.json", "incremental.json"],
     }

@@ -1,0 +1,359 @@
+"""Incremental R² over a window: does a representation carry the target beyond its last k inputs?
+
+For each window length k, three held-out fits of one model class (the baseline windows' MLP,
+`windows.WindowRegressor`), all on the agent probe's train episodes, scored on its test
+episodes with its bootstrap resamples:
+
+- (a) `window`: the last k per-step inputs (`window_features`; for an agent, exactly the
+  inputs it read: e.g. the visible token and its previous executed action);
+- (b) `agent`: the same window plus the agent's representation's read-out;
+- (c) `control`: the same window plus the read-out of a control representation replayed on
+  the same inputs (an untrained module of the same architecture).
+
+Reported per k, globally and within each named branching: R²(a), R²(b), R²(c), the agent
+increment (b - a), the control increment (c - a) and their difference (b - c), each a paired
+episode bootstrap on the same resamples (intervals of differences are of the difference),
+with one-sided bootstrap p-values of (b - a) > 0 and (b - c) > 0, Holm-corrected over the
+family of k (per quantity and score).
+
+The read-out (why not the raw representation): what the window cannot supply is what the
+representation holds beyond any linear function of the window, so the representation is
+first residualised on the window (least squares on the train episodes; columns whose residual
+variance is numerically zero dropped), then read out affinely for the targets (ridge of the
+agent probe, no bias, cross-fitted: each train episode's read-out comes from a fit on the
+other folds, test episodes' from all train episodes), so the MLP never sees a feature fitted
+on the very targets it is trained on. The read-out is the affine probe's information, as the
+study's probe is affine. Known answers: a representation that is the exact target gives
+R²(b) ~ 1 and b - a = 1 - a; one that is a copy of the window (any linear function of it)
+leaves no residual, so (b) *is* (a) (same inputs, same initial weights and minibatches) and
+b - a is exactly 0.
+
+Randomness: the MLPs use the windows' named streams `(*stream, "k<k>", "init" | "batches")`
+(the default stream is the baseline windows', so (a) equals `compare_with_windows`' fit of
+the same k on the same inputs) and `(*stream, "k<k>", "<name>", "extra")` for the first-layer
+weights of the read-out columns; (b) and (c) share (a)'s initial weights and minibatches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rl_harness.analysis.probes.affine import fit_affine, ridge_solver
+from rl_harness.analysis.probes.bootstrap import Estimate, estimates
+from rl_harness.analysis.probes.multiple import bootstrap_p_greater, holm_adjust
+from rl_harness.analysis.probes.paired import HeldOutScores, r2_samples
+from rl_harness.analysis.probes.windows import window_features
+from rl_harness.analysis.windows import DEFAULT_STREAM, WindowRegressor, _fit_predict
+from rl_harness.seeding import stream_seed
+
+if TYPE_CHECKING:
+    from rl_harness.analysis.probes.evaluate import ProbeEvaluation
+
+Progress = Callable[[str], None]
+N_FOLDS = 5  # cross-fitting folds of the train episodes for the read-out
+RESIDUAL_TOL = 1e-9  # a residual column with variance <= tol * its column's variance is zero
+GLOBAL = "global"  # the score name of the global R² in p-value tables
+TESTED = ("agent_increment", "agent_minus_control")  # the quantities with p-values
+
+
+def _scores(
+    samples: Mapping[str | None, tuple[float, np.ndarray]], confidence: float, n: int
+) -> HeldOutScores:
+    def one(point: float, resampled: np.ndarray) -> Estimate | None:
+        if not np.isfinite(point):
+            return None
+        return estimates(np.asarray([point]), resampled[:, None], confidence)[0]
+
+    return HeldOutScores(
+        r2_pooled=one(*samples[None]),
+        within_branch={name: one(*value) for name, value in samples.items() if name is not None},
+        n_bootstrap=n,
+        confidence=float(confidence),
+    )
+
+
+def _minus(
+    a: Mapping[str | None, tuple[float, np.ndarray]],
+    b: Mapping[str | None, tuple[float, np.ndarray]],
+) -> dict[str | None, tuple[float, np.ndarray]]:
+    """A - B per score, point and resamples (the resamples are the same episodes)."""
+    return {key: (a[key][0] - b[key][0], a[key][1] - b[key][1]) for key in a}
+
+
+def _p_values(samples: Mapping[str | None, tuple[float, np.ndarray]]) -> dict[str, float | None]:
+    return {
+        GLOBAL if key is None else key: (
+            bootstrap_p_greater(resampled) if np.isfinite(point) else None
+        )
+        for key, (point, resampled) in samples.items()
+    }
+
+
+def window_residual_readout(
+    representation: np.ndarray,
+    window: np.ndarray,
+    targets: np.ndarray,
+    *,
+    train: np.ndarray,
+    ridge: float = 0.0,
+    n_folds: int = N_FOLDS,
+    tol: float = RESIDUAL_TOL,
+) -> tuple[np.ndarray, int]:
+    """((E, T, n) read-out, kept columns) of what `representation` (E, T, d) holds beyond any
+    affine function of `window` (E, T, p), for `targets` (E, T, n); width 0 when nothing is
+    left (the representation is affine in the window). Fits use the `train` episodes only;
+    the train episodes' read-out is cross-fitted over `n_folds` interleaved folds."""
+    rep = np.asarray(representation, dtype=np.float64)
+    win = np.asarray(window, dtype=np.float64)
+    y = np.asarray(targets, dtype=np.float64)
+    episodes, steps = y.shape[:2]
+    if rep.shape[:2] != (episodes, steps) or win.shape[:2] != (episodes, steps):
+        raise ValueError(
+            f"representation {rep.shape}, window {win.shape} and targets {y.shape} must share "
+            "(n_episodes, T)"
+        )
+    train = np.asarray(train)
+    if n_folds < 2 or len(train) < n_folds:
+        raise ValueError(
+            f"the read-out's cross-fitting needs n_folds >= 2 and at least n_folds train "
+            f"episodes, got n_folds {n_folds} and {len(train)} train episodes"
+        )
+
+    def flat(values: np.ndarray) -> np.ndarray:
+        return values.reshape(-1, values.shape[-1])
+
+    affine = fit_affine(flat(win[train]), flat(rep[train]))
+    residual = rep - affine.predict(flat(win)).reshape(rep.shape)
+    variance = flat(rep[train]).var(axis=0)
+    kept = flat(residual[train]).var(axis=0) > tol * np.maximum(variance, 1e-300)
+    if not kept.any():
+        return np.zeros((episodes, steps, 0)), 0
+    residual = residual[..., kept]
+    width = residual.shape[-1]
+
+    def readout(fit: np.ndarray, apply: np.ndarray) -> np.ndarray:
+        x = residual[fit].reshape(-1, width)
+        target = y[fit].reshape(-1, y.shape[-1])
+        solver = ridge_solver(x, ridge)
+        weights = solver.weights(target - target.mean(axis=0))
+        return (residual[apply] - solver.x_mean) @ weights  # no bias: a constant tells nothing
+
+    out = np.zeros((episodes, steps, y.shape[-1]))
+    test = np.setdiff1d(np.arange(episodes), train)
+    if test.size:
+        out[test] = readout(train, test)
+    folds = np.arange(len(train)) % n_folds
+    for fold in range(n_folds):
+        out[train[folds == fold]] = readout(train[folds != fold], train[folds == fold])
+    return out, int(kept.sum())
+
+
+@dataclass(frozen=True)
+class IncrementalRow:
+    """One window length k: (a), (b), (c) and the paired differences, with p-values."""
+
+    k: int
+    window: HeldOutScores  # R²(a)
+    agent: HeldOutScores  # R²(b)
+    control: HeldOutScores | None  # R²(c)
+    agent_increment: HeldOutScores  # b - a
+    control_increment: HeldOutScores | None  # c - a
+    agent_minus_control: HeldOutScores | None  # b - c
+    # {quantity in TESTED: {"global" | branching: one-sided bootstrap p of quantity > 0}}
+    p_values: dict[str, dict[str, float | None]]
+    n_inputs: int  # window features
+    agent_residual_columns: int  # representation columns not affine in the window
+    control_residual_columns: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        def one(value: HeldOutScores | None) -> dict[str, Any] | None:
+            return None if value is None else value.to_dict()
+
+        return {
+            "k": self.k,
+            "window": one(self.window),
+            "agent": one(self.agent),
+            "control": one(self.control),
+            "agent_increment": one(self.agent_increment),
+            "control_increment": one(self.control_increment),
+            "agent_minus_control": one(self.agent_minus_control),
+            "p_values": self.p_values,
+            "n_inputs": self.n_inputs,
+            "agent_residual_columns": self.agent_residual_columns,
+            "control_residual_columns": self.control_residual_columns,
+        }
+
+
+@dataclass(frozen=True)
+class IncrementalR2:
+    """The incremental test over k = 1..K (see the module docstring)."""
+
+    rows: list[IncrementalRow]
+    regressor: WindowRegressor
+    seed: int
+    stream: list[str]
+    ridge: float
+    n_folds: int
+
+    def holm(self) -> dict[str, dict[str, list[float | None]]]:
+        """{quantity: {score: Holm-adjusted p per row (k order)}}: each quantity and score is
+        one family over the k of the table."""
+        out: dict[str, dict[str, list[float | None]]] = {}
+        for quantity in TESTED:
+            names = {name for row in self.rows for name in row.p_values.get(quantity, {})}
+            out[quantity] = {
+                name: holm_adjust([row.p_values.get(quantity, {}).get(name) for row in self.rows])
+                for name in sorted(names)
+            }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ks": [row.k for row in self.rows],
+            "rows": [row.to_dict() for row in self.rows],
+            "p_values_holm": self.holm(),
+            "p_value": "one-sided bootstrap p of the quantity > 0: (1 + #{resamples <= 0}) / "
+            "(1 + #resamples), over the held-out episodes with the fits held fixed; Holm over "
+            "the k of the table, per quantity and score",
+            "model": "the baseline windows' MLP on the last k inputs (a), plus the read-out of "
+            "the agent's (b) or the control's (c) representation: the representation "
+            "residualised on the window (least squares, train episodes), read out affinely for "
+            "the targets (ridge, no bias, cross-fitted over the train episodes); (b) and (c) "
+            "share (a)'s initial weights and minibatches",
+            "regressor": asdict(self.regressor),
+            "seed": self.seed,
+            "stream": self.stream,
+            "ridge": self.ridge,
+            "n_folds": self.n_folds,
+        }
+
+
+def incremental_r2(
+    agent: ProbeEvaluation,
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    *,
+    representation: np.ndarray,
+    control: np.ndarray | None = None,
+    ks: Sequence[int],
+    history: np.ndarray | None = None,
+    branchings: Mapping[str, np.ndarray] | None = None,
+    regressor: WindowRegressor | None = None,
+    seed: int | None = None,
+    stream: Sequence[str] = DEFAULT_STREAM,
+    n_folds: int = N_FOLDS,
+    progress: Progress | None = None,
+) -> IncrementalR2:
+    """The incremental test on the split and resamples of the agent's probe `agent`.
+
+    `inputs` (E, T, m) are the per-step inputs the window reads (never the target: for an
+    agent, the token and previous-action parts of what it observed), `history` (E, W, m) the
+    steps before the first recorded one (a rollout's warm-up), `targets` (E, T, n) the
+    probe's targets, `representation` (E, T, d) the agent's, `control` (E, T, d') the
+    control's on the same inputs (None: no (c)), `branchings` {name: (E, T) labels} the
+    branches to score within. `seed` defaults to the probe's; its ridge is the read-out's.
+    """
+    common = agent.scoring(branchings)
+    seed = agent.settings.seed if seed is None else int(seed)
+    regressor = regressor or WindowRegressor()
+    stream = tuple(stream)
+    features = {"agent": representation} | ({} if control is None else {"control": control})
+    rows = []
+    for k in ks:
+        rows.append(
+            _row(
+                int(k),
+                window_features(np.asarray(inputs, dtype=np.float64), k, history),
+                np.asarray(targets, dtype=np.float64),
+                features,
+                agent=agent,
+                common=common,
+                regressor=regressor,
+                seed=seed,
+                stream=stream,
+                n_folds=n_folds,
+            )
+        )
+        if progress is not None:
+            a, increment = rows[-1].window.r2_pooled, rows[-1].agent_increment.r2_pooled
+            progress(
+                f"incremental R² k={k}: window {'-' if a is None else f'{a.value:.4f}'}, agent "
+                f"increment {'-' if increment is None else f'{increment.value:+.4f}'}"
+            )
+    ridge = float(agent.settings.ridge)
+    return IncrementalR2(rows, regressor, seed, list(stream), ridge, int(n_folds))
+
+
+def _row(
+    k: int,
+    window: np.ndarray,
+    y: np.ndarray,
+    features: Mapping[str, np.ndarray],
+    *,
+    agent: ProbeEvaluation,
+    common: Mapping[str, Any],
+    regressor: WindowRegressor,
+    seed: int,
+    stream: tuple[str, ...],
+    n_folds: int,
+) -> IncrementalRow:
+    """One k of `incremental_r2`: the fits (a), (b), (c) on window k and their scores."""
+    weights, include = common["weights"], common["include"]
+    within, confidence = common["branchings"], common["confidence"]
+    train, test = agent.train_episodes, agent.test_episodes
+    held_out = y[test]
+    n = int(np.asarray(weights).shape[0])
+    init = stream_seed(seed, *stream, f"k{k}", "init")
+    batches = stream_seed(seed, *stream, f"k{k}", "batches")
+
+    def fit(extra: np.ndarray, name: str) -> np.ndarray:
+        x = np.concatenate([window, extra], axis=-1)
+        _, test_pred = _fit_predict(
+            x[train].reshape(-1, x.shape[-1]),
+            y[train].reshape(-1, y.shape[-1]),
+            x[test].reshape(-1, x.shape[-1]),
+            regressor,
+            init,
+            batches,
+            n_extra=extra.shape[-1],
+            extra_seed=stream_seed(seed, *stream, f"k{k}", name, "extra"),
+        )
+        return test_pred.reshape(held_out.shape)
+
+    def sampled(pred: np.ndarray) -> dict[str | None, tuple[float, np.ndarray]]:
+        return r2_samples(held_out, pred, weights=weights, branchings=within, include=include)
+
+    window_pred = fit(np.zeros((*y.shape[:2], 0)), "window")
+    samples = {"window": sampled(window_pred)}
+    columns: dict[str, int] = {}
+    for name, values in features.items():
+        extra, columns[name] = window_residual_readout(
+            values, window, y, train=train, ridge=agent.settings.ridge, n_folds=n_folds
+        )
+        # Nothing beyond the window: (b) is (a) itself (same inputs, weights, batches).
+        samples[name] = sampled(window_pred if columns[name] == 0 else fit(extra, name))
+    samples["agent_increment"] = _minus(samples["agent"], samples["window"])
+    if "control" in samples:
+        samples["control_increment"] = _minus(samples["control"], samples["window"])
+        samples["agent_minus_control"] = _minus(samples["agent"], samples["control"])
+
+    def scored(key: str) -> HeldOutScores | None:
+        return _scores(samples[key], confidence, n) if key in samples else None
+
+    return IncrementalRow(
+        k=k,
+        window=_scores(samples["window"], confidence, n),
+        agent=_scores(samples["agent"], confidence, n),
+        control=scored("control"),
+        agent_increment=_scores(samples["agent_increment"], confidence, n),
+        control_increment=scored("control_increment"),
+        agent_minus_control=scored("agent_minus_control"),
+        p_values={q: _p_values(samples[q]) for q in TESTED if q in samples},
+        n_inputs=int(window.shape[-1]),
+        agent_residual_columns=columns["agent"],
+        control_residual_columns=columns.get("control"),
+    )
