@@ -736,7 +736,7 @@ MUTATIONS = [
         "analysis/probes/windows.py",
         (("        rank = (below + at_most) / (2.0 * n)\n", "        rank = at_most / n\n"),),
         (
-            "tests/study/test_belief_geometry_controls.py::"
+            "tests/analysis/test_controls.py::"
             "test_quantile_bins_split_a_known_sample_into_the_stated_counts",
         ),
         "actions held at the clip bound and all others in one bin: action branches split nothing",
