@@ -1,6 +1,8 @@
 """Analysis of finished runs: records, checkpoints, rollouts, probes and plots.
 
     RunArtifacts.open(results_dir)                  manifest, config, metrics, summary, status
+    reopen_run(results_dir)                         the RunContext a finished run ran with, its
+                                                    recipe and checkpoints (refuses changed code)
     run_checkpoints(run)                            checkpoints with iteration and env steps
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
@@ -125,6 +127,7 @@ if TYPE_CHECKING:
         quantile_bins,
         window_features,
     )
+    from rl_harness.analysis.reopen import ReopenedRun, ReopenError, reopen_run
     from rl_harness.analysis.replay import (
         replay_observations,
         replay_rollouts,
@@ -265,6 +268,9 @@ _EXPORTS = {
     "ResidualStreamAPI": "rl_harness.analysis.module_api",
     "StepEncoderAPI": "rl_harness.analysis.module_api",
     "require_api": "rl_harness.analysis.module_api",
+    "ReopenError": "rl_harness.analysis.reopen",
+    "ReopenedRun": "rl_harness.analysis.reopen",
+    "reopen_run": "rl_harness.analysis.reopen",
     "SeedTest": "rl_harness.analysis.seed_statistics",
     "seed_test": "rl_harness.analysis.seed_statistics",
     "seeds_for_power": "rl_harness.analysis.seed_statistics",
@@ -295,6 +301,8 @@ __all__ = [
     "ProbeEvaluation",
     "ProbeReport",
     "ProbeSettings",
+    "ReopenError",
+    "ReopenedRun",
     "ResidualEditAPI",
     "ResidualStreamAPI",
     "Rollouts",
@@ -353,6 +361,7 @@ __all__ = [
     "quantile_bins",
     "random_actions",
     "random_feature_probe",
+    "reopen_run",
     "replay_observations",
     "replay_rollouts",
     "replay_rollouts_named",
