@@ -26,8 +26,10 @@ def ray_session():
     """One local Ray for the whole session: starting Ray costs seconds on 2 cores."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, num_cpus=2, log_to_driver=False)
+    from rl_harness.harness.rayinit import start_local_ray
+
+    if not ray.is_initialized():  # the harness's start: longer waits, a retry on a busy machine
+        start_local_ray(include_dashboard=False, num_cpus=2, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -19,8 +19,10 @@ for its dashboard agent's port file crashes, a raylet that registers late times 
 out: "The current node timed out during startup"). A local start here lengthens Ray's own
 start-up waits (START_SETTINGS: Ray's settings, read from the environment by each process it
 starts; a value already set is kept) and tries START_ATTEMPTS times (the leftover processes of
-a failed try killed by PID first); when every try fails, one `RayStartError` line names the
-load average. `--ray-address` is checked before the recipe is imported (`check_ray_address`):
+a failed try killed by PID first). The driver's own wait for the node to register is fixed at
+30 s in Ray 2.60 (ray/_private/node.py) and no setting lengthens it: the retry covers that;
+when every try fails, one `RayStartError` line names the load average. `--ray-address` is
+checked before the recipe is imported (`check_ray_address`):
 HOST:PORT that resolves and accepts a TCP connection within seconds, or `auto`; never a Ray
 Client `ray://` address.
 """
@@ -33,6 +35,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rl_harness.harness import console
 from rl_harness.harness.interrupts import RunInterrupted, in_main_thread, reinstall_after
@@ -207,7 +210,7 @@ def start_ray(address: str | None) -> None:
             log.info(f"connecting to the Ray cluster at {address}")
             ray.init(address=address, log_to_driver=log_to_driver)
         else:
-            _start_local(ray, log_to_driver)
+            start_local_ray(include_dashboard=False, log_to_driver=log_to_driver)
     except SystemExit as exit_:
         # `ray.init()` answers SIGTERM with sys.exit(SIGTERM) until our handler is back.
         if exit_.code == signal.SIGTERM:
@@ -227,21 +230,25 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _start_local(ray, log_to_driver: bool) -> None:
-    """A local Ray with START_SETTINGS, tried START_ATTEMPTS times."""
+def start_local_ray(**init_kwargs: Any) -> None:
+    """`ray.init(**init_kwargs)` of a local Ray with START_SETTINGS, tried START_ATTEMPTS
+    times (what a failed try left running killed first); RayStartError naming the load when
+    every try fails. The harness's local start, and the test suite's shared Ray."""
+    import ray
+
     prefer_driver_environment()
     for name, value in START_SETTINGS.items():
         os.environ.setdefault(name, value)
     wait = int(os.environ["RAY_raylet_start_wait_time_s"])
     for attempt in range(1, START_ATTEMPTS + 1):
         log.info(
-            f"starting a local Ray (try {attempt} of {START_ATTEMPTS}, waits up to {wait} s; "
+            f"starting a local Ray (try {attempt} of {START_ATTEMPTS}, raylet wait {wait} s; "
             f"{load_text()})"
         )
         before = _child_pids()
         _spawn_in_own_process_groups(True)
         try:
-            ray.init(include_dashboard=False, log_to_driver=log_to_driver)
+            ray.init(**init_kwargs)
             return
         except BaseException as error:  # Ray's start raises plain Exception on a timeout
             ray.shutdown()
