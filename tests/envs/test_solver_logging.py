@@ -102,11 +102,14 @@ def test_stack_k_logs_each_level_it_computes(tmp_path, solver_lines):
 def test_a_long_first_solve_says_it_is_still_solving(tmp_path, solver_lines, monkeypatch):
     from rl_harness.envs.mess3.solvers import cache
 
-    monkeypatch.setattr(cache, "HEARTBEAT_S", 0.001)  # a real solve, a beat every ms
-    solution = solves(tmp_path)["belief_vi"]()
+    # A real solve of about 0.3 s (many GIL switch intervals of 5 ms), a beat every ms.
+    monkeypatch.setattr(cache, "HEARTBEAT_S", 0.001)
+    solution = solves(tmp_path)["reactive"]()
     lines = solver_lines(beats=True)
-    assert lines[0].startswith("solving belief_vi") and lines[-1].startswith("solved belief_vi")
+    assert lines[0].startswith("solving reactive") and lines[-1].startswith("solved reactive")
     beats = lines[1:-1]
-    assert beats and all(line.startswith("still solving belief_vi (delay 1): ") for line in beats)
+    assert beats and all(
+        line.startswith("still solving reactive table (delay 0): ") for line in beats
+    )
     assert beats[0].endswith(" s so far")
     assert solution.converged

@@ -45,7 +45,7 @@ UV_HOOK_VARIABLE = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 START_SETTINGS = {
     "RAY_gcs_server_port_wait_time_s": "120",  # the GCS publishes its port (Ray: 30 s)
     "RAY_raylet_start_wait_time_s": "60",  # the raylet registers with the GCS (Ray: 30 s)
-    "RAY_agent_register_timeout_ms": "120000",  # the raylet's agents come up
+    "RAY_agent_register_timeout_ms": "120000",  # an agent registers (else it is restarted)
     "RAY_worker_register_timeout_seconds": "120",  # a worker process registers
 }
 START_ATTEMPTS = 2  # a local start that fails is tried once more before the run fails
