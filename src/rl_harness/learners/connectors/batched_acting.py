@@ -33,6 +33,7 @@ from ray.rllib.connectors.module_to_env import GetActions
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.spaces.space_utils import batch as batch_structures
 from ray.rllib.utils.spaces.space_utils import unbatch
 
 MEMORIZED = "memorized_map_structure"  # RLlib's shared_data key: the episode id of each row
@@ -59,7 +60,11 @@ class BatchedObservations(ConnectorV2):
             return batch
         if not episodes or not isinstance(episodes[0], SingleAgentEpisode):
             raise TypeError("BatchedObservations handles single-agent episodes only")
-        batch[Columns.OBS] = np.stack([episode.get_observations(-1) for episode in episodes])
+        observations = [episode.get_observations(-1) for episode in episodes]
+        if all(isinstance(o, np.ndarray) for o in observations):
+            batch[Columns.OBS] = np.stack(observations)
+        else:  # nested (Dict/Tuple) observations: RLlib's own batching of structures
+            batch[Columns.OBS] = batch_structures(observations)
         if shared_data is not None:
             shared_data[MEMORIZED] = [episode.id_ for episode in episodes]
         return batch
@@ -111,10 +116,10 @@ class ListifyBatch(ConnectorV2):
             )
         count = len(episodes)
         for column, data in list(batch.items()):
-            if column in (Columns.ACTIONS, Columns.ACTIONS_FOR_ENV) and isinstance(
-                data, np.ndarray
-            ):
-                continue  # the vector env steps with the batched actions
+            if column in (Columns.ACTIONS, Columns.ACTIONS_FOR_ENV):
+                # The vector env steps with the batched actions (what RLlib re-batches from
+                # the rows: the same values).
+                continue
             batch[column] = _rows(data, count)
         return batch
 
