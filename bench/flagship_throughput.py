@@ -12,6 +12,9 @@ Paths (what stores the agent's K/V cache):
   whole-cache  this checkout, RLlib storing the whole cache at every step (the default
                without store_kv_steps)
   kv-steps     this checkout with store_kv_steps(config): each step's new key/value only
+               (acting through the batched connectors, GAE's value pass without autograd)
+  rllib-acting this checkout's kv-steps with the previous implementation of both: RLlib's
+               per-item acting pieces (`batched=False`) and RLlib's GAE piece (autograd on)
 
 Runners: bare = `config.build_algo()` + `algo.train()` after the cpu-local plan and seed
 (what run_algorithm applies); harness = rl_harness.harness.runners.run_algorithm.
@@ -19,8 +22,10 @@ Runners: bare = `config.build_algo()` + `algo.train()` after the cpu-local plan 
 Commands (`.venv/bin/python bench/flagship_throughput.py <command> --help` for options):
 
   compare          baseline vs kv-steps (and whole-cache with --paths), bare and harness.
-                   ~12 min on 2 quiet cores at the defaults (4 iterations, 1 round):
-    .venv/bin/python bench/flagship_throughput.py compare --rounds 2
+                   ~12 min on 2 quiet cores at the defaults (4 iterations, 1 round).
+                   Issue 53's figure (the library at af63730 vs this one, through the
+                   harness, 2 rounds in the order old new new old; ~7 min quiet):
+    .venv/bin/python bench/flagship_throughput.py compare --runners harness --rounds 2
   bare-vs-harness  what makes a bare loop slower or faster than the harness: torch threads,
                    who starts Ray, the harness itself (kv-steps path unless --paths).
     .venv/bin/python bench/flagship_throughput.py bare-vs-harness
@@ -60,7 +65,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BASELINE_REF = "05ee5fe"  # the library before issue 26 (whole cache stored per step)
+# The library before issue 53 (batched acting, GAE without autograd); 05ee5fe: before issue
+# 26 (whole cache stored per step).
+BASELINE_REF = "af63730"
 FULL_ITERATIONS = 306  # the study's FULL budget: 306 x 32,768 steps, 64 envs per runner
 FULL_ENVS = 64
 CPU_ITERATIONS = 62
@@ -197,10 +204,32 @@ def study_config(spec: Spec):
             module_to_env_connector=None,
             add_default_connectors_to_env_to_module_pipeline=True,
         )
-    elif spec.path == "kv-steps":
+    elif spec.path in ("kv-steps", "rllib-acting"):
         from rl_harness.learners.models import store_kv_steps
 
         store_kv_steps(config)  # a no-op where the study already installs it
+    if spec.path == "rllib-acting":
+        import functools
+
+        from rl_harness.learners.connectors.kv_cache import (
+            KVCachePPOLearner,
+            kv_cache_env_to_module,
+            kv_steps_module_to_env,
+        )
+
+        class AutogradGAELearner(KVCachePPOLearner):
+            gae_without_autograd = False
+
+        config.env_runners(
+            env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
+            module_to_env_connector=functools.partial(
+                kv_steps_module_to_env,
+                normalize_actions=config.normalize_actions,
+                clip_actions=config.clip_actions,
+                batched=False,
+            ),
+        )
+        config.learners(learner_class=AutogradGAELearner)
     if spec.compile_learner:
         # RLlib's documented learner option: torch.compile (inductor) of the module's
         # forward_train on the learner; acting stays eager.
@@ -519,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--paths",
         nargs="+",
-        choices=("baseline", "whole-cache", "kv-steps"),
+        choices=("baseline", "whole-cache", "kv-steps", "rllib-acting"),
         default=["baseline", "kv-steps"],
         help="compare: which paths; other commands use the last",
     )

@@ -127,7 +127,45 @@ def run(context: RunContext) -> dict[str, Any]:
         raise
     finally:
         record["wall_s"] = time.perf_counter() - started
-        steady = [i["env_steps_per_s"] for i in record["iterations"][1:]]
-        record["steady_env_steps_per_s"] = sorted(steady)[len(steady) // 2] if steady else None
+        record["summary"] = _summary(record["iterations"])
         save()
-    return {"steady_env_steps_per_s": record["steady_env_steps_per_s"]}
+        print(f"[gpu_flagship] summary {json.dumps(record['summary'])}", flush=True)
+    return record["summary"]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(v for v in values if v == v)  # NaN (an untimed iteration) left out
+    return values[len(values) // 2] if values else None
+
+
+def _summary(iterations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Steady figures over iterations 2..N (the first is warm-up) and the peak GPU memory."""
+    steady = iterations[1:]
+    torch_memory = [i["torch"] for i in iterations if i["torch"].get("cuda")]
+    used = [
+        float(gpu["memory.used"].split()[0])
+        for i in iterations
+        for gpu in i["nvidia_smi"]
+        if gpu.get("memory.used", "").split()[:1] and _is_number(gpu["memory.used"].split()[0])
+    ]
+    return {
+        "iterations": len(iterations),
+        "steady_env_steps_per_s": _median([i["env_steps_per_s"] for i in steady]),
+        "steady_learner_s": _median([i["learner_s"] for i in steady]),
+        "steady_iteration_s": _median([i["seconds"] for i in steady]),
+        "gpu_max_memory_allocated_gib": (
+            max(m["max_memory_allocated"] for m in torch_memory) / 2**30 if torch_memory else None
+        ),
+        "gpu_max_memory_reserved_gib": (
+            max(m["max_memory_reserved"] for m in torch_memory) / 2**30 if torch_memory else None
+        ),
+        "nvidia_smi_max_memory_used_mib": max(used) if used else None,
+    }

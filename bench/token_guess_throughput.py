@@ -19,6 +19,9 @@ a shared machine hits both.
     .venv/bin/python bench/token_guess_throughput.py --iterations 4 --rounds 2
     .venv/bin/python bench/token_guess_throughput.py --leaves ppo \
         --variants per_window prefix_shared
+    # issue 53: the iteration split with RLlib's per-item acting pieces and the batched ones
+    .venv/bin/python bench/token_guess_throughput.py --leaves ppo --iterations 4 --rounds 2 \
+        --variants prefix_shared-rllib-acting prefix_shared
 
 Numbers per run (iteration 1 is warm-up and excluded): tokens/s = median over iterations
 2..N of env steps / seconds between iteration ends (harness bookkeeping included; no
@@ -28,7 +31,7 @@ sampling s = median time in the local env runner's `sample`; other s = iteration
 both; learner CPU s and sampling CPU s: the driver's process CPU seconds (all its threads)
 in those calls, a figure a busy machine changes far less than wall time; peak RSS of the
 process tree (driver + Ray's processes, polled every 0.2 s). The ratio is tokens/s over
-the per-window run of the same leaf and round.
+the first variant's run (default per_window) of the same leaf and round.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ VARIANTS = {
     "per_window-learner-2t": ("per_window", 2),
     # A plain run alone (no OMP_NUM_THREADS): torch's default threads in every phase.
     "prefix_shared-torch-default": ("prefix_shared", 0),
+    # Acting through RLlib's default per-item connector pieces (the recipes before issue
+    # 53's batched acting, `batched_acting`): the sampling split before and after.
+    "prefix_shared-rllib-acting": ("prefix_shared", 1),
 }
 TODAY_TOKENS_PER_S = 633  # ppo seed 0 alone at the CPU budget, per_window (study README)
 
@@ -103,6 +109,13 @@ def child(spec: Spec) -> dict[str, Any]:
         )
     )
     assert config.rl_module_spec.model_config["train_forward"] == train_forward
+    if spec.variant.endswith("-rllib-acting"):  # RLlib's default acting pipelines
+        config.env_runners(
+            env_to_module_connector=None,
+            module_to_env_connector=None,
+            add_default_connectors_to_env_to_module_pipeline=True,
+            add_default_connectors_to_module_to_env_pipeline=True,
+        )
     ticks: list[tuple[float, int]] = []
     timers: dict[str, Timed] = {}
     memory = PeakRSS()
@@ -226,7 +239,7 @@ def main() -> None:
             for r in results
             if r["spec"]["leaf"] == spec["leaf"]
             and r["round"] == result["round"]
-            and r["spec"]["variant"] == "per_window"
+            and r["spec"]["variant"] == args.variants[0]  # ratio: over the first variant
             and "error" not in r
         ]
         ratio = f"{result['tokens_per_s'] / base[0]['tokens_per_s']:.2f}" if base else "-"

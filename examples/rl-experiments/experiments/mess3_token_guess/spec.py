@@ -18,7 +18,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_token_guess import shared
 from rl_harness.envs.hmm import ENV_ID
-from rl_harness.learners.models import TransformerActorCritic
+from rl_harness.learners.models import TransformerActorCritic, batched_acting
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def ppo_config(
     """A fresh PPOConfig (a caller's edits never leak into the next run): the env with the
     `info` keys, sampling, batches, the optimizer and the agent of `model_config`; no loss
     settings (each leaf states its loss)."""
-    return (
+    config = (
         PPOConfig()
         .environment(ENV_ID, env_config=shared.env_config(info=info))
         .env_runners(
@@ -131,3 +131,6 @@ def ppo_config(
         )
         .rl_module(rl_module_spec=module_spec(model_config))
     )
+    # Acting batched per vector step (RLlib's default pieces in fewer Python hops; the same
+    # episodes: tests/study/test_batched_sampling.py).
+    return batched_acting(config)

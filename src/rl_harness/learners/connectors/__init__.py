@@ -4,6 +4,13 @@
 `rl_harness.losses` re-exports `InfoTargetsToBatch`, where recipes import them.
 """
 
+from rl_harness.learners.connectors.batched_acting import (
+    BatchedObservations,
+    ListifyBatch,
+    batched_acting,
+    batched_env_to_module,
+    batched_module_to_env,
+)
 from rl_harness.learners.connectors.info_targets import InfoTargetsToBatch
 from rl_harness.learners.connectors.kv_cache import (
     BatchedNormalizeAndClipActions,
@@ -27,13 +34,18 @@ from rl_harness.learners.connectors.prev_action import (
 __all__ = [
     "PREV_ACTIONS",
     "BatchedNormalizeAndClipActions",
+    "BatchedObservations",
     "InfoTargetsToBatch",
     "KVCacheChunkStarts",
     "KVCacheLearnerMixin",
     "KVCachePPOLearner",
     "KVCacheStateIn",
     "KVStepsToEpisodes",
+    "ListifyBatch",
     "PrevActionToBatch",
+    "batched_acting",
+    "batched_env_to_module",
+    "batched_module_to_env",
     "chunk_start_caches",
     "kv_cache_env_to_module",
     "kv_steps_module_to_env",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -52,6 +52,7 @@ from ray.rllib.connectors.common import (
     TensorToNumpy,
 )
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.connectors.module_to_env import (
     GetActions,
     ListifyDataForVectorEnv,
@@ -66,6 +67,7 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
+from rl_harness.learners.connectors.batched_acting import BatchedObservations, ListifyBatch
 from rl_harness.learners.connectors.prev_action import PrevActionToBatch
 
 K_STEP = "k_step"  # STATE_OUT stored per step: the step's new keys (num_layers, d_model)
@@ -330,10 +332,27 @@ def chunk_start_caches(
     return {"k": np.ascontiguousarray(k), "v": np.ascontiguousarray(v), "n": n}
 
 
+class NoGradGeneralAdvantageEstimation(GeneralAdvantageEstimation):
+    """RLlib's GAE learner piece with its value pass run without autograd. RLlib's piece
+    calls `compute_values` on the whole train batch with autograd on and reads the values
+    as numpy, so the graph it records (every activation of 32K steps of the stateful
+    transformer) is never used: the same values, without its time and memory."""
+
+    @override(GeneralAdvantageEstimation)
+    def __call__(self, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return super().__call__(**kwargs)
+
+
 class KVCacheLearnerMixin:
     """Learner mixin: puts `KVCacheChunkStarts` right after RLlib's
-    `AddTimeDimToBatchAndZeroPad` in the learner connector (compose it first:
-    `class MyLearner(KVCacheLearnerMixin, PPOTorchLearner)`)."""
+    `AddTimeDimToBatchAndZeroPad` in the learner connector, and runs PPO's GAE value pass
+    without autograd (`NoGradGeneralAdvantageEstimation` in place of RLlib's piece, same
+    gamma and lambda) (compose it first: `class MyLearner(KVCacheLearnerMixin,
+    PPOTorchLearner)`). `gae_without_autograd = False` keeps RLlib's piece (the path
+    before it; tests compare the two)."""
+
+    gae_without_autograd: ClassVar[bool] = True
 
     @override(Learner)
     def build(self) -> None:
@@ -341,24 +360,41 @@ class KVCacheLearnerMixin:
         connector = self._learner_connector  # type: ignore[attr-defined]
         if connector is not None and self.config.add_default_connectors_to_learner_pipeline:  # type: ignore[attr-defined]
             connector.insert_after(AddTimeDimToBatchAndZeroPad, KVCacheChunkStarts())
+            gae = [p for p in connector.connectors if type(p) is GeneralAdvantageEstimation]
+            if not self.gae_without_autograd:
+                gae = []
+            for piece in gae:
+                connector.insert_before(
+                    GeneralAdvantageEstimation,
+                    NoGradGeneralAdvantageEstimation(gamma=piece.gamma, lambda_=piece.lambda_),
+                )
+                connector.remove(GeneralAdvantageEstimation)
 
 
 def kv_cache_env_to_module(
-    env: Any = None, spaces: Any = None, device: Any = None, *, prev_action: bool = False
+    env: Any = None,
+    spaces: Any = None,
+    device: Any = None,
+    *,
+    prev_action: bool = False,
+    batched: bool = True,
 ) -> list[ConnectorV2]:
     """`config.env_runners(env_to_module_connector=..., add_default_connectors_to_env_to_
     module_pipeline=False)`: RLlib's default single-agent pieces for one acting step
     without a time dim (the module reads a batch without one as one step per row, so
     RLlib's time-dim pieces have nothing to add and remove every step), with
     `KVCacheStateIn` in place of `AddStatesFromEpisodesToBatch` (and `PrevActionToBatch`
-    first if asked)."""
-    return [
-        *([PrevActionToBatch()] if prev_action else []),
-        AddObservationsFromEpisodesToBatch(),
-        BatchIndividualItems(),
-        NumpyToTensor(device=device),
-        KVCacheStateIn(device=device),
-    ]
+    first if asked). `batched` (default, without prev_action): the observations batched in
+    one pass (`BatchedObservations`); False: RLlib's per-episode pieces (the same batch)."""
+    if batched and not prev_action:
+        observations: list[ConnectorV2] = [BatchedObservations()]
+    else:
+        observations = [
+            *([PrevActionToBatch()] if prev_action else []),
+            AddObservationsFromEpisodesToBatch(),
+            BatchIndividualItems(),
+        ]
+    return [*observations, NumpyToTensor(device=device), KVCacheStateIn(device=device)]
 
 
 def kv_steps_module_to_env(
@@ -367,12 +403,24 @@ def kv_steps_module_to_env(
     *,
     normalize_actions: bool = True,
     clip_actions: bool = False,
+    batched: bool = True,
 ) -> list[ConnectorV2]:
     """`config.env_runners(module_to_env_connector=..., add_default_connectors_to_module_
     to_env_pipeline=False)`: RLlib's default single-agent module-to-env pieces with
     `KVStepsToEpisodes` on the batched output (before `TensorToNumpy`) and the actions
     unsquashed/clipped for the whole batch (`BatchedNormalizeAndClipActions`) instead of
-    per item. `store_kv_steps` passes the config's normalize_actions / clip_actions."""
+    per item. `store_kv_steps` passes the config's normalize_actions / clip_actions.
+    `batched` (default): the per-env lists made in one pass (`ListifyBatch`); False:
+    RLlib's unbatch / time-rank / listify pieces (the same lists)."""
+    listify: list[ConnectorV2] = (
+        [ListifyBatch()]
+        if batched
+        else [
+            UnBatchToIndividualItems(),
+            RemoveSingleTsTimeRankFromBatch(),
+            ListifyDataForVectorEnv(),
+        ]
+    )
     return [
         GetActions(),
         KVStepsToEpisodes(),
@@ -380,9 +428,7 @@ def kv_steps_module_to_env(
         BatchedNormalizeAndClipActions(
             normalize_actions=normalize_actions, clip_actions=clip_actions
         ),
-        UnBatchToIndividualItems(),
-        RemoveSingleTsTimeRankFromBatch(),
-        ListifyDataForVectorEnv(),
+        *listify,
     ]
 
 

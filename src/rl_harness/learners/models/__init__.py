@@ -1,9 +1,11 @@
 """TorchRLModules for the RLlib new API stack (PPO-ready: ValueFunctionAPI).
 
 Also exported here, where recipes import them: the connector pieces the stateful
-transformer needs (previous action, per-step K/V storage), from `learners.connectors`.
+transformer needs (previous action, per-step K/V storage) and the batched acting pipelines
+of a stateless module (`batched_acting`), from `learners.connectors`.
 """
 
+from rl_harness.learners.connectors.batched_acting import batched_acting
 from rl_harness.learners.connectors.kv_cache import (
     KVCacheLearnerMixin,
     KVCachePPOLearner,
@@ -38,6 +40,7 @@ __all__ = [
     "StateAuxHeadMixin",
     "StatefulTransformerActorCritic",
     "TransformerActorCritic",
+    "batched_acting",
     "build_aux_head",
     "prev_action_env_to_module",
     "prev_action_learner",
