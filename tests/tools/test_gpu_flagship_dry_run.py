@@ -11,9 +11,14 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+# About 2 minutes (a fresh process starts Ray and trains 2 iterations): over the fast
+# suite's ~60 s guide.
+@pytest.mark.slow
 def test_gpu_flagship_dry_run_records_speed_learner_time_and_gpu_memory(tmp_path):
     out = tmp_path / "out"
     env = dict(
