@@ -98,3 +98,20 @@ def test_the_full_runs_differing_settings_are_named(runs, full) -> None:
     assert "| `probe_episodes` | 64 | 256 |" in table
     assert "| `num_envs` | 32 | 64 |" in table and "| `iterations` | 24 | 77 |" in table
     assert "train_batch" not in table  # the same in both: not listed
+
+
+@pytest.mark.parametrize("study", ["mess3_token_guess", "mess3_feedback"])
+def test_original_figures_are_quoted_only_with_their_path_and_commit(study) -> None:
+    """Issue 52 item 6: every figure of the original study names its file and commit; where
+    none was found the record says so and the README says so."""
+    import json
+
+    folder = report.STUDY_DIR.parent / study
+    record = json.loads((folder / "original_figures.json").read_text(encoding="utf-8"))
+    assert record["repository"] == "Al-does/RL-Harness"
+    for figure in record["figures"] + record["nearest_not_matched"]:
+        assert figure["path"] and len(figure["commit"]) == 40
+    if not record["figures"]:
+        assert record["not_found"]
+        readme = (folder / "README.md").read_text(encoding="utf-8")
+        assert "no record of this family at any step" in readme
