@@ -532,3 +532,18 @@ def test_synthesis_arms_split_leaves_by_recorded_init_and_code(tmp_path):
     assert [(a.leaf, b.leaf) for a, b in synthesis.contrasts(list(arms))] == [
         ("ppo", "ppo_default_init")
     ]
+
+
+@pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])
+def test_kl_ablation_is_ppo_but_for_the_kl_term(plan_name):
+    """`ppo_no_kl` (issue 52 item 5) is `ppo` with only `use_kl_loss=False` stated: the
+    original study's PPO. Same budgets, model, init and every other config key."""
+    ppo, ablation = recipe("ppo"), importlib.import_module(f"{STUDY}.ppo_no_kl.experiment")
+    assert ablation.BUDGETS is spec.BUDGETS and ablation.DEFAULT_BUDGET == spec.DEFAULT_BUDGET
+    a = ppo.build_config(budgets(ppo)[plan_name])
+    b = ablation.build_config(budgets(ablation)[plan_name])
+    assert changed_keys(a, b) == {"use_kl_loss"}
+    b.validate()
+    assert (a.use_kl_loss, b.use_kl_loss) == (True, False)
+    assert b.rl_module_spec.model_config == PAPER_MODEL | ORIGINAL_INIT
+    assert ablation.build_config(budgets(ablation)[plan_name]) is not b

@@ -155,3 +155,20 @@ def test_synthesis_smoke_compares_the_leaves(study_runs):
     assert "## Memory yardstick" in table and "missing" not in table.split("## Memory")[1]
     for name in ("comparison.png", "over_training.png"):
         assert matplotlib.image.imread(run_dir / name).shape[0] > 100
+
+
+@pytest.mark.slow
+def test_kl_ablation_leaf_smoke_trains_without_the_kl_term(tmp_path):
+    """`ppo_no_kl` through the real CLI: its run records `use_kl_loss: false` and its label,
+    and its learner adapts no KL coefficient (ppo's logs curr_kl_coeff) and its KL loss is
+    RLlib's constant 0 for a disabled term."""
+    run_dir = smoke(f"{STUDY}.ppo_no_kl.experiment", tmp_path, "ppo_no_kl")
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["use_kl_loss"] is False
+    metrics = json.loads((run_dir / "probe_metrics.json").read_text())
+    assert metrics["recipe"] == "ppo_no_kl" and metrics["env_steps"] == 1024
+    keys = _learner_keys(run_dir)
+    assert {"policy_loss", "vf_loss"} <= keys and "curr_kl_coeff" not in keys
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    kl = [value for key, value in rows[-1].items() if key.endswith("/mean_kl_loss")]
+    assert kl == [0.0]

@@ -17,7 +17,9 @@ beliefs the agent visited and the exact chance of its own guesses (`score_rollou
 
 Analysis (`analyze_module`, at every checkpoint on its own greedy rollouts and at the
 last one in full): an affine probe of the post-final-norm residual for the exact belief
-(globally, within branches of equal last BRANCH_K tokens, with a permutation null);
+(globally, within branches of equal last 3 tokens: each step's code is its newest
+BRANCH_K tokens and the probe groups the codes of the last BRANCH_K steps; with a
+permutation null);
 controls scored on the same episodes: the step-0 checkpoint (untrained weights), the
 previous-action input ablated (masked, shuffled: every step, so the window holds only
 corrupted actions) both replayed (probe) and in closed loop (accuracy); the counterfactual
@@ -80,6 +82,8 @@ KNOWN_BAYES_ACCURACY = 0.6996  # design notes: emit on leaving, 1024-step episod
 
 # The probe.
 WINDOW_FILTERS = (1, 2, 3, WINDOW)  # memory yardsticks: exact filters of the last m pairs
+# Each step's branch code: its newest BRANCH_K tokens; the probe groups by the codes of the
+# last BRANCH_K steps, so a branch is the last BRANCH_K + 1 = 3 tokens (report.branch_depth).
 BRANCH_K = 2
 PROBE_RIDGE = 1e-6
 BELIEF_NAMES = ["belief_state_0", "belief_state_1", "belief_state_2"]

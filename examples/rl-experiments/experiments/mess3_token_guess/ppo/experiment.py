@@ -34,7 +34,7 @@ Results to expect: see the study README (CPU budget, 3 seeds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ray.rllib.algorithms.ppo import PPOConfig
@@ -65,14 +65,18 @@ def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -
 
 
 def run(
-    context: RunContext, *, model_config: Mapping[str, Any] = MODEL_CONFIG, label: str = "ppo"
+    context: RunContext,
+    *,
+    model_config: Mapping[str, Any] = MODEL_CONFIG,
+    label: str = "ppo",
+    build: Callable[[Budget], PPOConfig] | None = None,
 ) -> dict:
     """Train and analyse; `model_config` and `label` are the init-ablation leaf's
-    (ppo_default_init), which is this leaf with another initialisation."""
+    (ppo_default_init), `build` the KL ablation's (ppo_no_kl): this leaf but for one thing."""
     plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
-        build_config(plan, model_config),
+        build_config(plan, model_config) if build is None else build(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=shared.checkpoint_schedule(),
