@@ -160,7 +160,9 @@ def ppo_config(
             clip_param=0.2,
             vf_loss_coeff=0.5,
             entropy_coeff=0.003,
-            # The original study's PPO had no KL term; RLlib's default adds one (0.2).
+            # The original belief-geometry study's PPO had no KL term; RLlib's default adds
+            # one (0.2). Not every original family: the action-symmetry one kept the default
+            # (docs/migrating.md), so copying this config there would change it.
             use_kl_loss=False,
         )
         .rl_module(rl_module_spec=module_spec)

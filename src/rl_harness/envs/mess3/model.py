@@ -55,12 +55,21 @@ def mess3_model(x: float, alpha: float) -> HMMModel:
     )
 
 
-def control_chain_model(alpha: float) -> HMMModel:
-    """The control chain: CONTROL_CHAIN_TRANSITION with MESS3 emissions,
-    started from its stationary distribution."""
+CONTROL_CHAIN_STARTS = ("stationary", "uniform")
+
+
+def control_chain_model(alpha: float, start: str = "stationary") -> HMMModel:
+    """The control chain: CONTROL_CHAIN_TRANSITION with MESS3 emissions. `start` is the
+    initial law: "stationary" (the chain's, (0.45, 0.45, 0.10)) or "uniform" (1/3 each: the
+    original RL-Harness `control_model`'s start)."""
+    if start not in CONTROL_CHAIN_STARTS:
+        raise ValueError(f"start must be one of {CONTROL_CHAIN_STARTS}, got {start!r}")
+    initial = np.full(3, 1.0 / 3.0) if start == "uniform" else None
     return HMMModel.from_transition_emission(
         CONTROL_CHAIN_TRANSITION,
         mess3_emission(alpha),
+        initial,
         emitted_by="next",
-        name=f"control_chain(alpha={alpha:g})",
+        name=f"control_chain(alpha={alpha:g}"
+        + (", start=uniform)" if initial is not None else ")"),
     )
