@@ -20,6 +20,7 @@ from rl_harness.harness.atomic import (
 )
 from rl_harness.harness.budgets import SMOKE_BUDGET, BudgetChoice, resolve_budget
 from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
+from rl_harness.harness.hardware import apply_torch_threads
 from rl_harness.harness.interrupts import (
     COMPLETED,
     EXIT_FAILED,
@@ -168,6 +169,8 @@ def _execute(
         f"smoke={context.smoke} budget={context.budget or '-'} -> {context.results_dir}"
     )
 
+    if "torch" in sys.modules:  # the recipe uses torch: its threads are the plan's from here
+        apply_torch_threads(context.hardware)  # (the runners set them again when they start)
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
     console.quiet_ray(not options.verbose)
     previous = interrupts.install()
