@@ -47,6 +47,8 @@ def test_the_worked_example_builds_and_acts():
     assert isinstance(config, PPOConfig) and config.env == ENV_ID
     assert recipe.build_config(True) is not config
     assert config.train_batch_size_per_learner == 2048
+    # The original reward_only recipe set no KL option: RLlib's default term stays on.
+    assert config.use_kl_loss is True and config.kl_coeff == 0.2
     assert recipe.build_config(False).train_batch_size_per_learner == 32_768
     assert config._env_to_module_connector is prev_action_env_to_module
     assert config._learner_connector is prev_action_learner
