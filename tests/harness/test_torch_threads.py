@@ -109,3 +109,12 @@ def test_a_sweep_gives_each_run_the_cores_it_holds(tmp_path: Path, monkeypatch, 
 def test_the_plan_is_a_record():
     plan = HardwarePlan("cpu-local", "cpu-local", 0, 0, 0, torch_threads=2)
     assert plan.to_dict()["torch_threads"] == 2
+
+
+def test_a_bad_environment_value_is_one_line_before_any_folder(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv(TORCH_THREADS_ENV, "-1")
+    leaf = write_leaf(tmp_path, recipes.QUICK)
+    assert main([str(leaf)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rl-harness: error: {TORCH_THREADS_ENV} must be a positive integer, got '-1'"]
+    assert not (leaf.parent / "results").exists()

@@ -92,11 +92,8 @@ def _env_torch_threads() -> int | None:
     text = os.environ.get(TORCH_THREADS_ENV)
     if text is None or not text.strip():
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    return check_torch_threads(value if value is not None else text, TORCH_THREADS_ENV)
+    value: object = int(text) if text.strip().isdigit() else text  # "two", "-1": refused
+    return check_torch_threads(value, TORCH_THREADS_ENV)
 
 
 def resolve_profile(
