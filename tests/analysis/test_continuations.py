@@ -66,6 +66,6 @@ def test_compare_counts_a_chain_as_one_run(chain):
     comparison = compare_runs([leaf.parent], ["training_iteration"])
     (arm,) = comparison.arms
     assert arm.n_runs == 1
-    assert [e.run_id for e in comparison.entries] == [second.name]
+    assert [e.run_id for e in comparison.runs] == [second.name]
     assert comparison.arms[0].metrics["training_iteration"].mean == 3
     assert any(first.name in note and "continuation" in note for note in comparison.notes)

@@ -37,8 +37,14 @@ def torch_threads_restored():
     torch.set_num_threads(before)
 
 
-def test_the_plan_gives_one_thread_per_core_it_leaves_the_driver(monkeypatch):
+@pytest.fixture(autouse=True)
+def no_thread_variables(monkeypatch):
+    # The suite runs with OMP_NUM_THREADS=1 (AGENTS.md); these tests set what they need.
     monkeypatch.delenv(TORCH_THREADS_ENV, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+
+def test_the_plan_gives_one_thread_per_core_it_leaves_the_driver(monkeypatch):
     assert resolve_profile("cpu-local", cpus=6).torch_threads == 6  # all in the driver
     # Remote env runners (and learners) hold their own cores; the driver keeps the rest.
     assert resolve_profile("single-gpu", cpus=6, gpus=1).torch_threads == 2
@@ -50,13 +56,19 @@ def test_the_plan_gives_one_thread_per_core_it_leaves_the_driver(monkeypatch):
     monkeypatch.setenv(TORCH_THREADS_ENV, "two")
     with pytest.raises(ValueError, match="RL_HARNESS_TORCH_THREADS must be a positive integer"):
         resolve_profile("cpu-local")
+    # Without ours, the user's OMP_NUM_THREADS is the choice, as torch itself reads it.
+    monkeypatch.delenv(TORCH_THREADS_ENV)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    plan = resolve_profile("cpu-local", cpus=6)
+    assert (plan.torch_threads, plan.torch_threads_from) == (1, "OMP_NUM_THREADS")
+    assert resolve_profile("cpu-local", cpus=6, torch_threads=4).torch_threads == 4
 
 
 def test_a_run_sets_and_records_the_option(tmp_path: Path, monkeypatch, torch_threads_restored):
-    monkeypatch.delenv(TORCH_THREADS_ENV, raising=False)
     torch.set_num_threads(3)  # as torch's default would be on a bigger machine
     leaf = write_leaf(tmp_path, APPLIES_THE_PLAN)
     assert main([str(leaf), "--torch-threads", "1"]) == 0
+    assert torch.get_num_threads() == 3  # an in-process run gives the caller's back
     record = manifest(run_dirs(leaf)[0])
     assert record["hardware"]["plan"]["torch_threads"] == 1
     assert record["hardware"]["plan"]["torch_threads_from"] == "option"

@@ -27,8 +27,9 @@ class HardwarePlan:
     `torch_threads`: torch's intra-op threads in the driver (where a cpu-local run samples
     and learns): one per core the plan leaves it (the cores given to the run, less one per
     remote env runner and learner; Ray already sets OMP_NUM_THREADS in those workers to the
-    CPUs they hold). `torch_threads_from` says who chose it: "plan", "option" (--torch-threads)
-    or the environment variable RL_HARNESS_TORCH_THREADS."""
+    CPUs they hold). `torch_threads_from` says who chose it: "plan", "option" (--torch-threads),
+    or the environment variable RL_HARNESS_TORCH_THREADS (a sweep's children) or
+    OMP_NUM_THREADS (the user's), in that order."""
 
     profile: str
     requested: str
@@ -105,7 +106,8 @@ def resolve_profile(
 ) -> HardwarePlan:
     """The plan for a profile name; `auto` picks by the GPUs this host has. `cpus`: the cores
     given to the run (default: those this process may use); `torch_threads` overrides the
-    driver's threads (else $RL_HARNESS_TORCH_THREADS, else one per core the plan leaves it)."""
+    driver's threads (else $RL_HARNESS_TORCH_THREADS, else $OMP_NUM_THREADS, else one per core
+    the plan leaves it)."""
     plan = _resolve_resources(name, gpus=gpus, cpus=cpus)
     if torch_threads is not None:
         return replace(
@@ -114,6 +116,9 @@ def resolve_profile(
     from_env = _env_torch_threads()
     if from_env is not None:
         return replace(plan, torch_threads=from_env, torch_threads_from=TORCH_THREADS_ENV)
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) > 0:  # the user's own thread setting, as torch reads it
+        return replace(plan, torch_threads=int(omp), torch_threads_from="OMP_NUM_THREADS")
     return plan
 
 

@@ -169,8 +169,11 @@ def _execute(
         f"smoke={context.smoke} budget={context.budget or '-'} -> {context.results_dir}"
     )
 
-    if "torch" in sys.modules:  # the recipe uses torch: its threads are the plan's from here
-        apply_torch_threads(context.hardware)  # (the runners set them again when they start)
+    # The recipe uses torch: its threads are the plan's from here (the runners set them again
+    # when they start), and a caller's own (a notebook's `train`) come back at the end.
+    torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    if torch_threads is not None:
+        apply_torch_threads(context.hardware)
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
     console.quiet_ray(not options.verbose)
     previous = interrupts.install()
@@ -208,6 +211,8 @@ def _execute(
                 write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
         interrupts.restore(previous, ignore=process_exits)
+        if torch_threads is not None:
+            sys.modules["torch"].set_num_threads(torch_threads)
     if rejected is not None:  # recorded as failed; the caller prints the one line
         raise rejected
     took = console.duration_text(time.monotonic() - started)
