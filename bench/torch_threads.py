@@ -70,7 +70,9 @@ def main() -> None:
     args = parser.parse_args()
     from rl_harness.harness.hardware import _cpu_budget, resolve_profile
 
-    os.environ.pop("RL_HARNESS_TORCH_THREADS", None)
+    # "Before" is torch's own default, which these variables would change (also in children).
+    for name in ("RL_HARNESS_TORCH_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.pop(name, None)
     cores = _cpu_budget()
     planned = resolve_profile("cpu-local", cpus=max(1, cores // args.runs)).torch_threads
     before, after = [], []
