@@ -9,12 +9,15 @@ import re
 import types
 
 import numpy as np
+import pytest
 import torch
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+from rl_harness.analysis import collect_rollouts, info_target
 from rl_harness.envs.hmm import ENV_ID, HMMEnv, HMMVectorEnv
+from rl_harness.envs.hmm.action_tasks import OneStepLookaheadPolicy
 from rl_harness.envs.mess3.solvers import OccupancyProblem
 from rl_harness.learners.models import (
     PREV_ACTIONS,
@@ -27,8 +30,9 @@ from tests.test_architecture import REPO
 DOC = REPO / "docs" / "migrating.md"
 
 
-def worked_example() -> types.ModuleType:
-    text = DOC.read_text(encoding="utf-8").split("## Worked example", 1)[1]
+def worked_example(title: str = "the occupancy-control recipe") -> types.ModuleType:
+    text = DOC.read_text(encoding="utf-8").split(f"## Worked example: {title}", 1)[1]
+    text = text.split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) == 1, "the worked example should be one python block"
     module = types.ModuleType("migrated_experiment")
@@ -43,6 +47,8 @@ def test_the_worked_example_builds_and_acts():
     assert isinstance(config, PPOConfig) and config.env == ENV_ID
     assert recipe.build_config(True) is not config
     assert config.train_batch_size_per_learner == 2048
+    # The original reward_only recipe set no KL option: RLlib's default term stays on.
+    assert config.use_kl_loss is True and config.kl_coeff == 0.2
     assert recipe.build_config(False).train_batch_size_per_learner == 32_768
     assert config._env_to_module_connector is prev_action_env_to_module
     assert config._learner_connector is prev_action_learner
@@ -95,3 +101,87 @@ def test_the_worked_example_samples_through_rllibs_env_runner():
         assert np.isfinite(rewards).all()
     finally:
         runner.stop()
+
+
+# The original action-symmetry task (experiment repo, cycle 1 task.py), restated from its
+# definition: per variant, the sign of the log-odds shift of entering state 2 from source
+# states 0, 1, 2 for the positive and the negative action; other odds kept; reward 1 when
+# the state a move LEAVES is 2; the control model started uniform.
+ORIGINAL_DIRECTIONS = {
+    1: ((1, 1, 1), (-1, -1, -1)),
+    2: ((1, 1, -1), (-1, -1, -1)),
+    3: ((1, -1, -1), (-1, 1, -1)),
+}
+
+
+def original_transition(base: np.ndarray, directions: tuple[int, ...]) -> np.ndarray:
+    logits = np.log(base)
+    logits[:, 2] += 1.5 * np.asarray(directions, dtype=np.float64)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("variant", [1, 2, 3])
+def test_the_action_symmetry_example_is_the_original_study(variant):
+    recipe = worked_example("the action-symmetry family")
+    config = recipe.build_config(variant, False)
+    # PPO as the original: RLlib's default KL term on, its lr, batch and minibatch.
+    assert config.use_kl_loss is True and config.kl_coeff == 0.2
+    assert (config.lr, config.gamma, config.lambda_, config.entropy_coeff) == (
+        4.2e-4,
+        0.99,
+        0.95,
+        0.003,
+    )
+    assert (config.train_batch_size_per_learner, config.minibatch_size) == (32_768, 2048)
+    assert config.num_epochs == 6
+    env = HMMVectorEnv(64, config.env_config | {"info": ["state_before", "state"]})
+    # The uniform start, not the chain's stationary law.
+    np.testing.assert_allclose(env.model.initial, [1 / 3, 1 / 3, 1 / 3])
+    # Token one-hot then previous-action one-hot: the original's 6-float observation.
+    assert env.single_observation_space.shape == (6,)
+    base = env.model.transition_matrix
+    positive, negative = ORIGINAL_DIRECTIONS[variant]
+    for action, expected in enumerate(
+        (base, *(original_transition(base, d) for d in (positive, negative)))
+    ):
+        np.testing.assert_allclose(env.task.transitions[action], expected, atol=1e-15)
+    # The reward is the state the move leaves.
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        _, reward, _, _, info = env.step(rng.integers(0, 3, 64))
+        np.testing.assert_array_equal(reward, (info["state_before"] == 2).astype(np.float64))
+    # Under that reward every action ties one step ahead: the task's own objective is refused,
+    # the original's myopic oracle (the state entered) is not.
+    with pytest.raises(ValueError, match="every action ties"):
+        OneStepLookaheadPolicy(env.task, "reward")
+    oracle = recipe.myopic_oracle(variant)
+    corners = oracle(np.eye(3))
+    np.testing.assert_array_equal(corners, (env.task.transitions[:, :, 2].argmax(axis=0)))
+    env.close()
+
+
+def test_the_action_symmetry_module_acts_through_collect_rollouts():
+    recipe = worked_example("the action-symmetry family")
+    config = recipe.build_config(2, True)
+    env_config = config.env_config | {"info": ["decision_belief"]}
+    env = HMMVectorEnv(1, env_config)
+    spec = dataclasses.replace(
+        config.rl_module_spec,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+    )
+    env.close()
+    module = spec.build()
+    rollouts = collect_rollouts(
+        module,
+        lambda n: HMMVectorEnv(n, env_config),
+        n_episodes=2,
+        episode_steps=4,
+        seed=0,
+        target=info_target("decision_belief"),
+        num_envs=2,
+    )
+    assert rollouts.representations.shape == (2, 4, 96)
+    np.testing.assert_allclose(rollouts.targets.sum(axis=-1), 1.0)

@@ -3,6 +3,8 @@ context, agreement with a reference policy, each checkpoint on its own rollouts.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from rl_harness.analysis import (
     ablate_rollouts,
     ablation_preprocess,
     action_agreement,
+    check_closed_loop,
     collect_rollouts,
     counterfactual_representations,
     evaluate_probe,
@@ -184,14 +187,29 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
             policy="sample",
         )
 
+    def score(r):
+        # Lists and nested mappings, as a study's read-outs are (fractions per action, by
+        # guess); NumPy values included.
+        counts = np.bincount(r.actions.reshape(-1), minlength=3) / r.actions.size
+        return {
+            "accuracy": r.mean_reward_per_step(),
+            "fractions": counts,
+            "by_guess": {str(a): [float(counts[a]), np.float32(a)] for a in range(3)},
+        }
+
     options = {"n_bootstrap": 20, "branch_k": 1}
+    lines: list[str] = []
     probes = probe_checkpoints_closed_loop(
         checkpoint_pairs,
         collect,
         seed=1,
         branch_tokens=lambda r: r.observations.argmax(-1),
-        score=lambda r: {"accuracy": r.mean_reward_per_step()},
+        score=score,
+        progress=lines.append,
         **options,
+    )
+    assert len(lines) == len(checkpoint_pairs) and lines[-1].startswith(
+        f"checkpoint {len(checkpoint_pairs)}/{len(checkpoint_pairs)} at "
     )
     assert [p.env_steps for p in probes] == sorted(s for s, _ in checkpoint_pairs)
     final = load_module(checkpoint_pairs[-1][1])
@@ -204,7 +222,18 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
         **options,
     ).report
     assert probes[-1].r2_pooled == report.r2_pooled
-    assert probes[-1].extra == {"accuracy": own.mean_reward_per_step()}
+    # The whole report is kept, with what a study reads beside the two R² values.
+    assert probes[-1].report == report
+    saved = json.loads(json.dumps(probes[-1].to_dict()))
+    assert saved["mse"] == report.mse_pooled.value
+    assert saved["target_variance"] == report.mse_best_constant_pooled.value
+    within = report.within_branch.within_variance
+    assert saved["branch_baseline_mse"] == pytest.approx(np.mean(list(within.values())))
+    assert saved["report"]["mse_train_mean_pooled"] == report.mse_train_mean_pooled.to_dict()
+    fractions = np.bincount(own.actions.reshape(-1), minlength=3) / own.actions.size
+    assert saved["extra"]["fractions"] == fractions.tolist()
+    assert saved["extra"]["by_guess"]["2"] == [fractions[2], 2.0]
+    assert saved["extra"]["accuracy"] == own.mean_reward_per_step()
     # The fixed replay scores the first checkpoint on the final agent's histories instead.
     first_rollouts = collect(load_module(checkpoint_pairs[0][1]))
     assert not np.array_equal(first_rollouts.observations, own.observations)
@@ -259,3 +288,108 @@ def test_a_dict_reading_module_is_analysed_on_flat_records():
     flat_obs, _ = flat.reset(seed=5)
     for key, value in to_dict(flat_obs).items():
         np.testing.assert_array_equal(value, obs[key])
+
+
+def test_side_arrays_are_recorded_beside_the_targets_and_not_probed(setup):
+    _, module, rollouts = setup
+
+    def collect(**extra):
+        return collect_rollouts(
+            module,
+            make_env,
+            n_episodes=8,
+            episode_steps=STEPS,
+            seed=3,
+            num_envs=4,
+            target=info_target("decision_belief"),
+            **extra,
+        )
+
+    with_side = collect(side={"token": info_target("token"), "action": info_target("action")})
+    np.testing.assert_array_equal(with_side.targets, rollouts.targets)
+    np.testing.assert_array_equal(with_side.representations, rollouts.representations)
+    tokens = collect_rollouts(
+        module,
+        make_env,
+        n_episodes=8,
+        episode_steps=STEPS,
+        seed=3,
+        num_envs=4,
+        target=info_target("token"),
+    ).targets
+    assert with_side.side["token"].shape == (8, STEPS, 1)
+    np.testing.assert_array_equal(with_side.side["token"], tokens)
+    assert rollouts.side == {}
+
+
+def test_a_bad_score_fails_before_training_not_after(setup):
+    _, module, _ = setup
+
+    def collect(m):
+        return collect_rollouts(
+            m,
+            make_env,
+            n_episodes=4,
+            episode_steps=4,
+            seed=0,
+            num_envs=4,
+            target=info_target("decision_belief"),
+        )
+
+    good = check_closed_loop(
+        module, collect, score=lambda r: {"fractions": np.ones(3) / 3, "n": {"steps": 16}}
+    )
+    assert good == {"fractions": [1 / 3] * 3, "n": {"steps": 16.0}}
+    with pytest.raises(TypeError, match="score/by_state/0 is a str"):
+        check_closed_loop(module, collect, score=lambda r: {"by_state": {"0": "high"}})
+    with pytest.raises(TypeError, match=r"score/flags\[1\] is a bool"):
+        check_closed_loop(module, collect, score=lambda r: {"flags": [1.0, True]})
+    with pytest.raises(ValueError, match="branch_tokens must give codes"):
+        check_closed_loop(module, collect, branch_tokens=lambda r: r.actions[:, :2])
+
+
+# A recipe that checks its closed-loop analysis before it trains (as a study should): its
+# score returns a string, so the run fails before Ray starts and before any iteration.
+CHECKED_RECIPE = """
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from rl_harness import run_algorithm
+from rl_harness.analysis import check_closed_loop, collect_rollouts, info_target
+from rl_harness.envs.hmm import HMMVectorEnv
+from rl_harness.learners.models import MLPActorCritic
+
+ENV = {
+    "model": "rl_harness.envs.mess3:mess3_model",
+    "model_kwargs": {"x": 0.05, "alpha": 0.85},
+    "task": "rl_harness.envs.mess3.tasks:NextTokenTask",
+    "episode_length": 8,
+    "token_window": 1,
+    "info": ["belief"],
+}
+
+def collect(module):
+    return collect_rollouts(module, lambda n: HMMVectorEnv(n, ENV), n_episodes=2,
+                            episode_steps=4, seed=0, num_envs=2, target=info_target("belief"))
+
+def run(context):
+    env = HMMVectorEnv(1, ENV)
+    spaces = {"observation_space": env.single_observation_space,
+              "action_space": env.single_action_space}
+    module = RLModuleSpec(module_class=MLPActorCritic, **spaces).build()
+    check_closed_loop(module, collect, score=lambda r: {"verdict": "fine"})
+    run_algorithm(PPOConfig().environment("CartPole-v1"), context, stop=1)
+"""
+
+
+def test_a_recipe_that_checks_first_fails_in_seconds(tmp_path):
+    from rl_harness.cli import main
+    from tests.tools.helpers import manifest, run_dirs, write_leaf
+
+    leaf = write_leaf(tmp_path, CHECKED_RECIPE)
+    assert main([str(leaf)]) == 1
+    (run,) = run_dirs(leaf)
+    record = manifest(run)
+    assert record["status"] == "failed"
+    assert record["error"]["type"] == "TypeError"
+    assert "score/verdict is a str" in record["error"]["message"]
+    assert not (run / "metrics.jsonl").exists()  # no iteration ran

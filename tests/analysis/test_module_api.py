@@ -20,6 +20,7 @@ import rl_harness.learners.models as models
 from rl_harness.analysis import (
     EncoderAPI,
     PolicyHeadsAPI,
+    PrevActionInputAPI,
     ResidualEditAPI,
     ResidualStreamAPI,
     StepEncoderAPI,
@@ -37,7 +38,14 @@ from rl_harness.learners.models import (
 )
 from tests.analysis.test_replay import build, rollouts_of
 
-CONTRACTS = (EncoderAPI, StepEncoderAPI, ResidualStreamAPI, PolicyHeadsAPI, ResidualEditAPI)
+CONTRACTS = (
+    EncoderAPI,
+    StepEncoderAPI,
+    ResidualStreamAPI,
+    PolicyHeadsAPI,
+    ResidualEditAPI,
+    PrevActionInputAPI,
+)
 # What each bundled module promises analysis (its docstring says the same).
 BUNDLED = {
     MLPActorCritic: {EncoderAPI, PolicyHeadsAPI},
@@ -75,8 +83,8 @@ def test_built_modules_satisfy_them_as_analysis_checks_them(name):
             require_api(module, api, purpose="a test")  # no error
     missing = sorted(set().union(*(missing_methods(module, api) for api in CONTRACTS)))
     expected = {
-        "mlp": ["encode_step", "encode_step_edited", "encode_step_residuals"],
-        "gru": ["encode_step", "encode_step_edited", "encode_step_residuals"],
+        "mlp": ["encode_step", "encode_step_edited", "encode_step_residuals", "prev_action_width"],
+        "gru": ["encode_step", "encode_step_edited", "encode_step_residuals", "prev_action_width"],
         "transformer": [],
     }
     assert missing == expected[name]

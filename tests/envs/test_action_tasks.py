@@ -70,7 +70,7 @@ def test_feedback_study_bayes_optimal_accuracy_matches_the_known_answer(emission
     # The feedback study's 1024-step episodes from the stationary start; the design notes'
     # numbers are 0.6996 (emit on leaving, the original) and 0.7105 (emit on entering).
     config = feedback_config(emission)
-    policy = OneStepLookaheadPolicy(HMMEnv(config).task)
+    policy = OneStepLookaheadPolicy(HMMEnv(config).task, "reward")
     result = closed_loop_value(config, policy, n_copies=256, n_steps=1024, seed=0)
     assert abs(result.value - known) < 1e-3
     assert abs(result.realized - result.value) < 0.01  # sampled rewards agree with the exact
@@ -80,7 +80,7 @@ def test_the_two_timings_are_different_problems():
     values = {}
     for emission in ("on_leave", "on_enter"):
         config = feedback_config(emission)
-        policy = OneStepLookaheadPolicy(HMMEnv(config).task)
+        policy = OneStepLookaheadPolicy(HMMEnv(config).task, "reward")
         values[emission] = closed_loop_value(config, policy, n_copies=128, n_steps=512, seed=1)
     assert values["on_enter"].value - values["on_leave"].value > 0.008
 
@@ -188,7 +188,7 @@ def test_action_symmetry_noop_region_needs_the_current_token(delay, noop_region_
     _, info = env.reset(seed=0)
     bound = env.task.transitions[:, :, 2].max()
     assert round(bound, 4) == 0.3324
-    oracle = OneStepLookaheadPolicy(env.task)
+    oracle = OneStepLookaheadPolicy(env.task, "reward")
     threshold = one_step_threshold(env.task, action=1, baseline=0, state=2)
     rng = np.random.default_rng(1)
     mass, chosen = [], []
@@ -230,7 +230,7 @@ def test_delay_one_ceiling_is_exact_on_the_decision_belief(emission):
     # At delay 1 the decision belief lacks the newest token: the Bayes guesser does worse,
     # and its sampled rewards agree with the exact expected ones computed from that belief.
     delayed = feedback_config(emission, observation_delay=1)
-    policy = OneStepLookaheadPolicy(HMMEnv(delayed).task)
+    policy = OneStepLookaheadPolicy(HMMEnv(delayed).task, "reward")
     late = closed_loop_value(delayed, policy, n_copies=128, n_steps=1024, seed=2)
     now = closed_loop_value(feedback_config(emission), policy, n_copies=128, n_steps=1024, seed=2)
     assert late.value < now.value - 0.02
@@ -257,3 +257,35 @@ def test_a_window_as_long_as_the_episode_gives_the_exact_belief():
     np.testing.assert_allclose(exact, info["decision_belief"], atol=1e-12)
     short = window_pair_beliefs(env.task, tokens[:, :2], actions[:, :2], env.model.initial)
     assert np.abs(short - info["decision_belief"]).max() > 1e-3
+
+
+def test_the_control_chain_starts_where_asked():
+    seen = SYMMETRY | {"info": ["decision_belief"]}
+    uniform = HMMVectorEnv(8, seen | {"model_kwargs": {"alpha": 0.85, "start": "uniform"}})
+    stationary = HMMVectorEnv(8, seen)
+    np.testing.assert_allclose(uniform.model.initial, np.full(3, 1 / 3))
+    np.testing.assert_allclose(stationary.model.initial, [0.45, 0.45, 0.10], atol=1e-12)
+    for env, share in ((uniform, 1 / 3), (stationary, 0.10)):
+        _, info = env.reset(seed=0)  # the first decision belief is the start law itself
+        assert abs(np.mean(info["decision_belief"][:, 2]) - share) < 1e-12
+    with pytest.raises(ValueError, match="start must be one of"):
+        control_chain_model(0.85, start="flat")
+
+
+def test_a_lookahead_policy_names_its_objective_and_refuses_all_ties():
+    left = LogWeightTask(
+        control_chain_model(0.85), "on_enter", VARIANT_2, [0, 0, 1], rewarded_state="left"
+    )
+    with pytest.raises(ValueError, match="every action ties under objective 'reward'"):
+        OneStepLookaheadPolicy(left, "reward")
+    with pytest.raises(ValueError, match="objective must be one of"):
+        OneStepLookaheadPolicy(left, "state")
+    entered = OneStepLookaheadPolicy(left, "entered_state")
+    # The state-entered objective on the state-left task is the state-entered task's reward.
+    same = OneStepLookaheadPolicy(symmetry_task(VARIANT_2), "reward")
+    beliefs = np.random.default_rng(0).dirichlet(np.ones(3), size=500)
+    np.testing.assert_array_equal(entered(beliefs), same(beliefs))
+    assert set(np.unique(entered(beliefs))) == {0, 1}  # noop above 0.7541, positive below
+    guess = GuessFeedbackTask(mess3_model(x=0.05, alpha=0.85), "on_leave", 0.1)
+    with pytest.raises(ValueError, match="needs a state reward"):
+        OneStepLookaheadPolicy(guess, "entered_state")

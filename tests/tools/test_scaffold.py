@@ -169,3 +169,37 @@ def test_scaffolded_example_reproduces_bit_for_bit(scaffolded_run, capfd):
     assert code == 0, out[-3000:] + err[-3000:]
     assert "metrics: identical (2 recorded rows, 2 new" in out
     assert "refused" not in err
+
+
+@pytest.mark.parametrize("template", ["cartpole", "hmm-probe"])
+def test_the_scaffolded_repo_passes_its_own_ruff(tmp_path: Path, template, capsys):
+    # Its ruff configuration (pyproject) and its leaves agree: import order included.
+    repo = tmp_path / "exp"
+    assert main(["new", str(repo), "--template", template]) == 0
+    ruff = Path(sys.executable).parent / "ruff"
+    for command in (["check", "."], ["format", "--check", "."]):
+        out = subprocess.run([str(ruff), *command], cwd=repo, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+    assert (repo / "tests" / "test_example_leaf.py").is_file()
+    # Not a vacuous pass: the same leaf with rl_harness sorted among the other third-party
+    # imports, as ruff would without the repo's configuration, is refused.
+    leaf = repo / LEAF_PATH
+    text = leaf.read_text()
+    leaf.write_text(text.replace("\n\nfrom rl_harness import", "\nfrom rl_harness import", 1))
+    out = subprocess.run([str(ruff), "check", "."], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 1 and "I001" in out.stdout
+
+
+@pytest.mark.slow  # a real PPO smoke run inside the shipped test (30-90 s on 2 cores)
+def test_the_scaffolded_repo_ships_a_passing_test(tmp_path: Path, capsys):
+    repo = tmp_path / "exp"
+    assert main(["new", str(repo)]) == 0
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "1 passed" in out.stdout

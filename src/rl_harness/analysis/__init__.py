@@ -22,6 +22,7 @@
     probe_layers(module, rollouts, ...)             every block's residual, one replay
     probe_checkpoints([(env_steps, path)], ...)     R² over training on the same rollouts
     probe_checkpoints_closed_loop(..., collect)     each checkpoint on its own rollouts
+    check_closed_loop(module, collect, score=...)   its arguments checked before training
     input_counterfactual / ablate_rollouts / action_agreement   edited and ablated inputs,
                                                     agreement with a reference policy
     belief_interventions(module, rollouts, ...)     edit the probed belief, score the action
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         ablate_rollouts,
         ablation_preprocess,
         action_agreement,
+        check_closed_loop,
         counterfactual_representations,
         input_counterfactual,
         probe_checkpoints_closed_loop,
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
     from rl_harness.analysis.module_api import (
         EncoderAPI,
         PolicyHeadsAPI,
+        PrevActionInputAPI,
         ResidualEditAPI,
         ResidualStreamAPI,
         StepEncoderAPI,
@@ -236,6 +239,7 @@ _EXPORTS = {
     "LayerProbes": "rl_harness.analysis.layer_probes",
     "probe_layers": "rl_harness.analysis.layer_probes",
     "ClosedLoopProbe": "rl_harness.analysis.closed_loop",
+    "check_closed_loop": "rl_harness.analysis.closed_loop",
     "CounterfactualReport": "rl_harness.analysis.closed_loop",
     "ablate_rollouts": "rl_harness.analysis.closed_loop",
     "ablation_preprocess": "rl_harness.analysis.closed_loop",
@@ -264,6 +268,7 @@ _EXPORTS = {
     "shift_scores": "rl_harness.analysis.interventions",
     "EncoderAPI": "rl_harness.analysis.module_api",
     "PolicyHeadsAPI": "rl_harness.analysis.module_api",
+    "PrevActionInputAPI": "rl_harness.analysis.module_api",
     "ResidualEditAPI": "rl_harness.analysis.module_api",
     "ResidualStreamAPI": "rl_harness.analysis.module_api",
     "StepEncoderAPI": "rl_harness.analysis.module_api",
@@ -298,6 +303,7 @@ __all__ = [
     "ModuleStepper",
     "PermutationNull",
     "PolicyHeadsAPI",
+    "PrevActionInputAPI",
     "ProbeEvaluation",
     "ProbeReport",
     "ProbeSettings",
@@ -321,6 +327,7 @@ __all__ = [
     "barycentric_xy",
     "belief_interventions",
     "branch_ids",
+    "check_closed_loop",
     "collect_rollouts",
     "compare_with_windows",
     "conditional_permutation_null",

@@ -11,6 +11,8 @@ log axis (step 0, a checkpoint before training, sits on the axis's linear part).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,20 +21,42 @@ from typing import Any
 import numpy as np
 
 from rl_harness.analysis.probes.bootstrap import Estimate
-from rl_harness.analysis.probes.evaluate import evaluate_probe
+from rl_harness.analysis.probes.evaluate import ProbeReport, evaluate_probe
 from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts, encode_representation
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class CheckpointProbe:
-    """The probe of one checkpoint's representation on the shared rollouts."""
+    """The probe of one checkpoint's representation on the shared rollouts: the two R²
+    values, and the whole `ProbeReport` (`report`) with what a study reads beside them:
+    `mse` (held-out, pooled), `target_variance` (the best constant's MSE: the held-out
+    targets' variance), `branch_baseline_mse` (predicting each branch's mean: the mean
+    within-branch variance, None without branches)."""
 
     env_steps: int
     checkpoint: str
     r2_pooled: Estimate | None
     within_branch_r2_pooled: Estimate | None
+    report: ProbeReport | None = None
+
+    @property
+    def mse(self) -> float | None:
+        return None if self.report is None else self.report.mse_pooled.value
+
+    @property
+    def target_variance(self) -> float | None:
+        return None if self.report is None else self.report.mse_best_constant_pooled.value
+
+    @property
+    def branch_baseline_mse(self) -> float | None:
+        within = None if self.report is None else self.report.within_branch
+        if within is None or not within.within_variance:
+            return None
+        return float(np.mean(list(within.within_variance.values())))
 
     def to_dict(self) -> dict[str, Any]:
         def one(value: Estimate | None) -> dict[str, float] | None:
@@ -43,7 +67,32 @@ class CheckpointProbe:
             "checkpoint": self.checkpoint,
             "r2_pooled": one(self.r2_pooled),
             "within_branch_r2_pooled": one(self.within_branch_r2_pooled),
+            "mse": self.mse,
+            "target_variance": self.target_variance,
+            "branch_baseline_mse": self.branch_baseline_mse,
+            "report": None if self.report is None else self.report.to_dict(),
         }
+
+
+def log_checkpoint_probe(
+    probe: CheckpointProbe,
+    index: int,
+    total: int,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """One progress line per probed checkpoint, to the `rl_harness` logger (the CLI shows
+    it) and to `progress` when given: a long analysis is never silent."""
+    r2, within = probe.r2_pooled, probe.within_branch_r2_pooled
+    line = (
+        f"checkpoint {index}/{total} at {probe.env_steps:,} env steps: R² "
+        f"{'undefined' if r2 is None else f'{r2.value:.4f}'}"
+        + ("" if within is None else f", within-branch {within.value:.4f}")
+        + f" ({seconds:.1f} s)"
+    )
+    logger.info(line)
+    if progress is not None:
+        progress(line)
 
 
 def probe_checkpoints(
@@ -64,13 +113,16 @@ def probe_checkpoints(
     `rollouts` through it and probe the representation for `targets` (default
     `rollouts.targets`) with `evaluate_probe` under `settings` (or keyword `options`:
     `seed=`, `ridge=`, `branch_k=`, ...); one settings record gives every checkpoint the
-    same split and resamples."""
+    same split and resamples. Each checkpoint logs one progress line (`log_checkpoint_probe`;
+    also to `progress`)."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
     settings = probe_settings(settings, options)
     y = rollouts.targets if targets is None else targets
     out = []
-    for steps, checkpoint in sorted(checkpoints, key=lambda pair: pair[0]):
+    ordered = sorted(checkpoints, key=lambda pair: pair[0])
+    for index, (steps, checkpoint) in enumerate(ordered, start=1):
+        began = time.perf_counter()
         module = load_module(Path(checkpoint), module_id or DEFAULT_MODULE_ID)
         features = replay_rollouts(
             module, rollouts, representation=representation, preprocess=preprocess
@@ -85,14 +137,10 @@ def probe_checkpoints(
                 checkpoint=str(checkpoint),
                 r2_pooled=report.r2_pooled,
                 within_branch_r2_pooled=None if within is None else within.r2_pooled,
+                report=report,
             )
         )
-        if progress is not None:
-            r2 = report.r2_pooled
-            progress(
-                f"checkpoint at {int(steps):,} env steps: R² "
-                f"{'undefined' if r2 is None else f'{r2.value:.4f}'}"
-            )
+        log_checkpoint_probe(out[-1], index, len(ordered), time.perf_counter() - began, progress)
     return out
 
 

@@ -112,9 +112,13 @@ class RunCheckpoint:
 
 
 def run_checkpoints(
-    run: RunArtifacts | Path | str, trial: str | int | None = None
+    run: RunArtifacts | Path | str, trial: str | int | None = None, *, chain: bool = True
 ) -> list[RunCheckpoint]:
     """The checkpoints of a run that still exist, oldest first (by iteration).
+
+    A continuation (a `--resume-from` run, whose manifest links its `parent`) lists its
+    chain: the parent's checkpoints up to the one it resumed from (step 0 included), then
+    its own (`chain=False`: its own only). A parent folder that is gone ends the chain.
 
     `run`: a `RunArtifacts` or a results/<run-id> folder. Read from the run's
     checkpoints.jsonl (paths relative to artifacts/<run-id>/ resolve where the run's
@@ -127,6 +131,20 @@ def run_checkpoints(
 
     if not isinstance(run, RunArtifacts):
         run = RunArtifacts.open(Path(run))
+    own = _own_checkpoints(run, trial)
+    parent = (run.manifest or {}).get("parent") if chain else None
+    if not isinstance(parent, dict) or not Path(str(parent.get("results_dir"))).is_dir():
+        return own
+    earlier = run_checkpoints(Path(parent["results_dir"]), trial, chain=True)
+    cutoff = parent.get("iteration")
+    if not isinstance(cutoff, int):  # the parent's record of it is gone: before our first
+        cutoff = min((c.iteration for c in own), default=1 << 62) - 1
+    mine = {(c.trial_id, c.iteration) for c in own}
+    kept = [c for c in earlier if c.iteration <= cutoff and (c.trial_id, c.iteration) not in mine]
+    return kept + own
+
+
+def _own_checkpoints(run: RunArtifacts, trial: str | int | None) -> list[RunCheckpoint]:
     wanted = run.trial(trial).trial_id if trial is not None else None
     log = run.paths.checkpoint_log
     if not log.is_file():

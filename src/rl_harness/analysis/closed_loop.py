@@ -24,7 +24,8 @@ Nothing here names an env: columns are slices of the flat observation (the HMM e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from rl_harness.analysis.checkpoint_probes import CheckpointProbe
+from rl_harness.analysis.checkpoint_probes import CheckpointProbe, log_checkpoint_probe
 from rl_harness.analysis.probes.affine import AffineProbe
 from rl_harness.analysis.probes.evaluate import evaluate_probe
 from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
@@ -54,14 +55,65 @@ Ablation = Literal["mask", "shuffle"]
 ABLATIONS = ("mask", "shuffle")
 
 
-@dataclass(frozen=True)
+def score_values(value: Any, path: str = "score") -> Any:
+    """A score's value made JSON-ready: a number (NumPy scalars included) as a float, a
+    sequence or array as a list, a mapping (str keys) as a dict, each checked all the way
+    down. TypeError naming the path of the first value that is none of these."""
+    if isinstance(value, bool):
+        raise TypeError(f"{path} is a bool; give a number (e.g. float(flag))")
+    if isinstance(value, int | float | np.integer | np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        if not np.issubdtype(value.dtype, np.number):
+            raise TypeError(f"{path} is an array of {value.dtype}, not of numbers")
+        return value.astype(np.float64).tolist()
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{path} has a key {key!r} that is not a str")
+            out[key] = score_values(item, f"{path}/{key}")
+        return out
+    if isinstance(value, list | tuple):
+        return [score_values(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    raise TypeError(
+        f"{path} is a {type(value).__name__}; a score holds numbers, lists and mappings of them"
+    )
+
+
+def _scored(score: Callable[[Rollouts], Mapping[str, Any]] | None, rollouts: Rollouts) -> dict:
+    if score is None:
+        return {}
+    values = score(rollouts)
+    if not isinstance(values, Mapping):
+        raise TypeError(f"score must return a mapping of names to values, got {type(values)}")
+    return score_values(values)
+
+
+def _branch_codes(
+    branch_tokens: Callable[[Rollouts], np.ndarray] | None, rollouts: Rollouts
+) -> np.ndarray | None:
+    if branch_tokens is None:
+        return None
+    codes = np.asarray(branch_tokens(rollouts))
+    steps = rollouts.targets.shape[:2]
+    if codes.shape[:2] != steps:
+        raise ValueError(
+            f"branch_tokens must give codes of the rollouts' (episodes, steps) {steps}, got "
+            f"shape {codes.shape}"
+        )
+    return codes
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClosedLoopProbe(CheckpointProbe):
-    """One checkpoint probed on its own rollouts (the fields of CheckpointProbe), with the
-    rollouts' reward per step; `extra` holds the caller's scores of those rollouts (e.g. its
-    Bayes-optimal accuracy)."""
+    """One checkpoint probed on its own rollouts (the fields of CheckpointProbe, its full
+    `report` included), with the rollouts' reward per step; `extra` holds the caller's scores
+    of those rollouts (numbers, lists and mappings of them, e.g. its Bayes-optimal accuracy
+    or action fractions per state)."""
 
     reward_per_step: float
-    extra: dict[str, float]
+    extra: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         return super().to_dict() | {
@@ -70,28 +122,58 @@ class ClosedLoopProbe(CheckpointProbe):
         }
 
 
+def check_closed_loop(
+    module: RLModule,
+    collect: Callable[[RLModule], Rollouts],
+    *,
+    branch_tokens: Callable[[Rollouts], np.ndarray] | None = None,
+    score: Callable[[Rollouts], Mapping[str, Any]] | None = None,
+    target_names: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Call BEFORE training, with the untrained module (e.g. the config's
+    `get_rl_module_spec().build()`): plays `collect(module)` once and checks what
+    `probe_checkpoints_closed_loop` will need of the same arguments after training (that
+    collect returns Rollouts, the branch codes' shape, the target names' count, the score's
+    values: numbers, lists and mappings of them), so a mistake fails in seconds rather than
+    after the whole run. Returns the untrained module's scores (JSON-ready)."""
+    rollouts = collect(module)
+    if not isinstance(rollouts, Rollouts):
+        raise TypeError(f"collect must return Rollouts, got {type(rollouts).__name__}")
+    _branch_codes(branch_tokens, rollouts)
+    if target_names is not None and len(target_names) != rollouts.targets.shape[-1]:
+        raise ValueError(
+            f"{len(target_names)} target names for {rollouts.targets.shape[-1]} targets"
+        )
+    return _scored(score, rollouts)
+
+
 def probe_checkpoints_closed_loop(
     checkpoints: Sequence[tuple[int, Path | str]],
     collect: Callable[[RLModule], Rollouts],
     settings: ProbeSettings | None = None,
     *,
     branch_tokens: Callable[[Rollouts], np.ndarray] | None = None,
-    score: Callable[[Rollouts], dict[str, float]] | None = None,
+    score: Callable[[Rollouts], Mapping[str, Any]] | None = None,
     target_names: Sequence[str] | None = None,
     module_id: str | None = None,
+    progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> list[ClosedLoopProbe]:
     """For each (env_steps, checkpoint), oldest first: load its module, let it play
     `collect(module)` (the same seeds every time: only the policy differs) and probe its
     representations for its own targets (`evaluate_probe` under `settings`, or keyword
     `options`: `seed=`, `ridge=`, `branch_k=`, ...; `branch_tokens(rollouts)` gives the
-    within-branch codes). Save `[p.to_dict() for p in ...]` as a JSON list and compare the
-    last one with `rl-harness compare --metric FILE.json:probes[-1]/r2_pooled`."""
+    within-branch codes). `score(rollouts)` may return numbers, lists and nested mappings
+    (`score_values`); check the arguments before training with `check_closed_loop`. Each
+    checkpoint logs one progress line. Save `[p.to_dict() for p in ...]` as a JSON list
+    and compare the last one with `rl-harness compare --metric FILE.json:probes[-1]/r2_pooled`."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
     settings = probe_settings(settings, options)
     out = []
-    for steps, checkpoint in sorted(checkpoints, key=lambda pair: pair[0]):
+    ordered = sorted(checkpoints, key=lambda pair: pair[0])
+    for index, (steps, checkpoint) in enumerate(ordered, start=1):
+        began = time.perf_counter()
         module = load_module(Path(checkpoint), module_id or DEFAULT_MODULE_ID)
         rollouts = collect(module)
         report = evaluate_probe(
@@ -99,7 +181,7 @@ def probe_checkpoints_closed_loop(
             rollouts.targets,
             settings,
             target_names=target_names,
-            branch_tokens=None if branch_tokens is None else branch_tokens(rollouts),
+            branch_tokens=_branch_codes(branch_tokens, rollouts),
         ).report
         within = report.within_branch
         out.append(
@@ -109,9 +191,11 @@ def probe_checkpoints_closed_loop(
                 reward_per_step=rollouts.mean_reward_per_step(),
                 r2_pooled=report.r2_pooled,
                 within_branch_r2_pooled=None if within is None else within.r2_pooled,
-                extra={} if score is None else {k: float(v) for k, v in score(rollouts).items()},
+                report=report,
+                extra=_scored(score, rollouts),
             )
         )
+        log_checkpoint_probe(out[-1], index, len(ordered), time.perf_counter() - began, progress)
     return out
 
 

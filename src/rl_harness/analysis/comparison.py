@@ -453,6 +453,19 @@ def _status_counts(records: Sequence[RunRecord]) -> str:
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
+def chain_ends(records: Sequence[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+    """The records less those a `--resume-from` run among them continued (its manifest's
+    `parent`): a chain counts once, by its last run (its final metrics are the chain's),
+    and the run ids left out for it."""
+    continued = {
+        str(link.get("run_id"))
+        for record in records
+        if isinstance(link := (record.manifest or {}).get("parent"), Mapping)
+    }
+    kept = [r for r in records if r.run_id not in continued]
+    return kept, sorted(r.run_id for r in records if r.run_id in continued)
+
+
 def compare_runs(
     paths: Sequence[Path | str],
     metrics: Sequence[str] | str | None = None,
@@ -498,7 +511,7 @@ def compare_runs(
             why = problem.replace(f"{record.path}{os.sep}", "").removesuffix("; read without it")
             unreadable[record.path] = Unreadable(record.path, f"{why}: its runner is unknown")
     cannot_read = [str(u) for u in unreadable.values()]
-    completed = [r for r in records.values() if r.status == "completed"]
+    completed, continued = chain_ends([r for r in records.values() if r.status == "completed"])
     others = [r for r in records.values() if r.status != "completed"]
     if not completed:
         found = f"{len(records)} runs found: {_status_counts(others)}" if others else "none found"
@@ -514,6 +527,8 @@ def compare_runs(
     by_commit: dict[str | None, list[str]] = {}
     for record in completed:
         by_commit.setdefault(record.section("library").get("commit"), []).append(record.run_id)
+    if continued:
+        notes.append(f"counted as one run with their continuation: {', '.join(continued)}")
     _check_config_keys(completed, group_by, "--group-by")
     _check_config_keys(completed, list(where), "--where")
     if len(by_commit) > 1:

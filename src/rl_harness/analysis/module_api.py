@@ -17,6 +17,9 @@ distribution classes, STATE_IN / STATE_OUT. What each analysis reads on top of t
 - `ResidualEditAPI.encode_step_edited(batch, layer, edit)` (and `encode_step_residuals`):
   one step with one residual edited and the rest of the module run from it (interventions
   at a layer other than "representation").
+- `PrevActionInputAPI.prev_action_width()`: a module that reads the previous action from
+  the `prev_actions` batch column (written by connectors when RLlib acts); `ModuleStepper`
+  then writes the same column itself, so rollouts and replay step such a module as RLlib does.
 
 They are `typing.Protocol`s: a module satisfies one by having its methods, so a module of
 any library works, and `learners` (which may not import `analysis`) need not inherit them.
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EncoderAPI",
     "PolicyHeadsAPI",
+    "PrevActionInputAPI",
     "ResidualEditAPI",
     "ResidualStreamAPI",
     "StepEncoderAPI",
@@ -103,6 +107,22 @@ class ResidualEditAPI(ResidualStreamAPI, Protocol):
         replaced by `edit(residual)` and the rest of the module run from there: (the residual
         before the edit (N, d), the representation the heads read (N, d), state out)."""
         ...
+
+
+@runtime_checkable
+class PrevActionInputAPI(Protocol):
+    """A module that reads the agent's previous action from the `prev_actions` column."""
+
+    def prev_action_width(self) -> int:
+        """Floats per step of `prev_actions` (one-hot for Discrete actions, the action as
+        sampled for a Box; zeros before an episode's first action); 0: the module reads none."""
+        ...
+
+
+def prev_action_width(module: object) -> int:
+    """`module.prev_action_width()` when the module has it, else 0."""
+    method = getattr(module, "prev_action_width", None)
+    return int(method()) if callable(method) else 0
 
 
 def missing_methods(module: object, api: type) -> list[str]:

@@ -85,8 +85,13 @@ def _replay(
     representation: RepresentationExtractor,
     preprocess: Preprocess | None,
     batch_size: int | None,
+    actions: np.ndarray | None = None,
 ) -> dict[str, np.ndarray] | np.ndarray:
     obs = np.asarray(observations)
+    if actions is not None and np.shape(actions)[:2] != obs.shape[:2]:
+        raise ValueError(
+            f"actions {np.shape(actions)[:2]} must cover the observations' {obs.shape[:2]} steps"
+        )
     if obs.ndim < 2 or obs.shape[0] == 0 or obs.shape[1] == 0:
         raise ValueError(
             f"observations must be a non-empty (n_sequences, T, ...) array, got {obs.shape}"
@@ -107,6 +112,8 @@ def _replay(
                     stepper.reset_rows(starts[first : first + size, t])
                 step_obs = part[:, t]
                 features = stepper.read(preprocess(step_obs) if preprocess else step_obs)
+                if actions is not None:
+                    stepper.note_actions(np.asarray(actions)[first : first + size, t])
                 per_step.append(features)
             if isinstance(per_step[0], Mapping):
                 chunks.append(
@@ -127,15 +134,18 @@ def replay_observations(
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    actions: np.ndarray | None = None,
 ) -> np.ndarray:
     """(n_sequences, T, d) representations of `module` reading (n_sequences, T, *obs_shape)
     observations (as the env returned them; `preprocess` is the recipe's transform).
 
     Each row starts from `get_initial_state()`; `resets` (n_sequences, T) bools start a new
     episode at a step (state back to the initial one before the step is read). Rows are
-    stepped `batch_size` at a time (default: all together).
+    stepped `batch_size` at a time (default: all together). `actions` (n_sequences, T, ...):
+    the action taken after each step, which a module that reads the previous action
+    (`PrevActionInputAPI`) needs (it refuses to step without them).
     """
-    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    out = _replay(module, observations, resets, representation, preprocess, batch_size, actions)
     if isinstance(out, dict):
         raise TypeError(
             "the representation extractor returned a mapping: use replay_named_representations"
@@ -168,6 +178,18 @@ def rollout_observations(rollouts: Rollouts) -> tuple[np.ndarray, int]:
     return np.concatenate([warmup, rollouts.observations], axis=1), int(warmup.shape[1])
 
 
+def rollout_actions(rollouts: Rollouts) -> np.ndarray | None:
+    """(warm-up then recorded actions (E, W + T, ...)), aligned with `rollout_observations`;
+    None when warm-up steps were played but their actions not kept (older rollouts)."""
+    warmup = rollouts.warmup_actions
+    if warmup is None:
+        has_warmup = (
+            rollouts.warmup_observations is not None and rollouts.warmup_observations.shape[1]
+        )
+        return None if has_warmup else rollouts.actions
+    return np.concatenate([warmup, rollouts.actions], axis=1)
+
+
 def replay_rollouts(
     module: RLModule,
     rollouts: Rollouts,
@@ -182,7 +204,12 @@ def replay_rollouts(
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
     features = replay_observations(
-        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+        module,
+        observations,
+        representation=representation,
+        preprocess=preprocess,
+        batch_size=size,
+        actions=rollout_actions(rollouts),
     )
     return features[:, warmup:]
 
@@ -198,7 +225,10 @@ def replay_rollouts_named(
     """`replay_rollouts` for a mapping extractor: {name: (E, T, d)} from one pass."""
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
-    named = replay_named_representations(
-        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+    out = _replay(
+        module, observations, None, representation, preprocess, size, rollout_actions(rollouts)
     )
+    if not isinstance(out, dict):
+        raise TypeError("the representation extractor returned one tensor: use replay_rollouts")
+    named = out
     return {name: values[:, warmup:] for name, values in named.items()}

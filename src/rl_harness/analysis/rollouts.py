@@ -42,13 +42,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 
-from rl_harness.analysis.module_api import EncoderAPI, StepEncoderAPI, require_api
+from rl_harness.analysis.module_api import (
+    EncoderAPI,
+    StepEncoderAPI,
+    prev_action_width,
+    require_api,
+)
 from rl_harness.seeding import stream_rng, stream_seed
 
 if TYPE_CHECKING:
@@ -201,6 +206,12 @@ class Rollouts:
     # replay (`rl_harness.analysis.replay`) rebuilds the same carried state.
     warmup_observations: np.ndarray | None = None
     num_envs: int | None = None  # episodes stepped together (a replay may batch the same)
+    # (n_episodes, warmup_steps, *action_shape): the actions of the warm-up steps, so a replay
+    # of a module that reads the previous action feeds it what it read.
+    warmup_actions: np.ndarray | None = None
+    # Named (n_episodes, T, k) arrays recorded beside the targets but never probed (e.g. the
+    # hidden state, for read-outs by state): `collect_rollouts(..., side={name: extractor})`.
+    side: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_episodes(self) -> int:
@@ -256,6 +267,13 @@ class ModuleStepper:
     distribution deterministic, "sample" draws from the exploration distribution (torch's
     RNG), "random" returns the module's greedy actions too (the caller replaces them).
 
+    A module that reads the previous action (`PrevActionInputAPI`, e.g.
+    StatefulTransformerActorCritic with the `prev_action` connectors) gets the `prev_actions`
+    column the connectors write when RLlib acts: zeros at an episode's start (and after
+    `reset_rows`), then the action noted with `note_actions` (one-hot for Discrete). Every
+    step after the first needs the previous step's action noted: a read without it fails
+    rather than feed the module zeros.
+
     The one way analysis steps a module: `collect_rollouts` (`step`), replay (`read`) and
     interventions (`read_tensors`) build their batches and carry the state here.
     """
@@ -282,6 +300,23 @@ class ModuleStepper:
             else module.get_inference_action_dist_cls()
         )
         self.state = self.initial_state() if self.stateful else None
+        self.prev_width = prev_action_width(module)
+        self.prev_actions = torch.zeros(self.num_envs, self.prev_width, device=self.device)
+        self._actions_noted = True  # nothing to note before the first step
+
+    def note_actions(self, actions: np.ndarray) -> None:
+        """The actions taken after the last step (N, ...): the next step's `prev_actions`
+        (a module that reads none ignores them). Discrete codes are one-hot encoded."""
+        self._actions_noted = True
+        if self.prev_width == 0:
+            return
+        import gymnasium as gym
+
+        values = torch.as_tensor(np.asarray(actions), device=self.device)
+        if isinstance(self.module.action_space, gym.spaces.Discrete):
+            start = int(self.module.action_space.start)
+            values = torch.nn.functional.one_hot(values.long() - start, self.prev_width)
+        self.prev_actions = values.reshape(self.num_envs, self.prev_width).float()
 
     def initial_state(self) -> Any:
         def tile(value: Any) -> torch.Tensor:
@@ -294,6 +329,8 @@ class ModuleStepper:
         """Start new episodes in the copies where `rows` (N,) is True: their carried state
         goes back to `get_initial_state()` (stateless modules carry none)."""
         mask = torch.as_tensor(np.asarray(rows, dtype=bool), device=self.device)
+        if self.prev_width:
+            self.prev_actions = torch.where(mask[:, None], 0.0, self.prev_actions)
         if not self.stateful or not bool(mask.any()):
             return
         initial = self.initial_state()
@@ -344,6 +381,15 @@ class ModuleStepper:
                 raise ValueError(f"expected {self.num_envs} observations, got {tensor.shape[0]}")
             module_obs = tensor[:, None] if self.stateful else tensor
         batch: dict[str, Any] = {OBS: module_obs}
+        if self.prev_width:
+            if not self._actions_noted:
+                raise ValueError(
+                    f"{type(self.module).__name__} reads the previous action (prev_actions): "
+                    "pass the actions taken (replay: the rollouts' actions) so it reads what "
+                    "it read when acting"
+                )
+            prev = self.prev_actions
+            batch[PREV_ACTIONS] = prev[:, None] if self.stateful else prev
         if self.stateful:
             batch[STATE_IN] = self.state
         return batch
@@ -376,6 +422,7 @@ class ModuleStepper:
                     actions = (actions[:, 0] if self.stateful else actions).cpu().numpy()
         if self.stateful:
             self.state = state_out
+        self._actions_noted = False
         return batch, actions, features
 
     def _arrays(self, features: Any) -> Any:
@@ -407,12 +454,15 @@ def _collect_batch(
     action_transform: ActionTransform | None,
     action_rng: np.random.Generator,
     actor: Actor | None,
-) -> tuple[np.ndarray, ...]:
+    side: Mapping[str, TargetExtractor],
+) -> tuple[Any, ...]:
     n = len(seeds)
     stepper = ModuleStepper(module, n, representation=representation, policy=policy)
     obs, info = env.reset(seed=seeds)
     observations, features, targets, actions, rewards = [], [], [], [], []
     warmup: list[np.ndarray] = []
+    warmup_actions: list[np.ndarray] = []
+    side_values: dict[str, list[np.ndarray]] = {name: [] for name in side}
     total = warmup_steps + episode_steps
     for t in range(total):
         action, feature = stepper.step(preprocess(obs) if preprocess else obs)
@@ -427,12 +477,19 @@ def _collect_batch(
             action = np.asarray(actor(obs, info))
         elif policy == "random":
             action = random_actions(env.single_action_space, n, action_rng)
-        elif action_transform is not None:
+        # The previous action a module reads is the one RLlib's episode stores: the module's
+        # own sample (before `action_transform`), or what an actor or random play executed.
+        stepper.note_actions(action)
+        if actor is None and policy != "random" and action_transform is not None:
             action = np.asarray(action_transform(action))
+        if t < warmup_steps:
+            warmup_actions.append(np.asarray(action))
         if t >= warmup_steps:
             observations.append(np.asarray(obs))
             features.append(feature)
             targets.append(target(info))
+            for name, extract in side.items():
+                side_values[name].append(extract(info))
             actions.append(np.asarray(action))
         obs, reward, terminated, truncated, info = env.step(action)
         if t >= warmup_steps:
@@ -450,7 +507,19 @@ def _collect_batch(
         if warmup
         else np.zeros((n, 0, *first.shape[1:]), dtype=first.dtype)
     )
-    return (*(np.stack(part, axis=1) for part in parts), history)
+    first_action = np.asarray(actions[0])
+    history_actions = (
+        np.stack(warmup_actions, axis=1)
+        if warmup_actions
+        else np.zeros((n, 0, *first_action.shape[1:]), dtype=first_action.dtype)
+    )
+    recorded_side = {name: np.stack(values, axis=1) for name, values in side_values.items()}
+    return (
+        *(np.stack(part, axis=1) for part in parts),
+        history,
+        history_actions,
+        recorded_side,
+    )
 
 
 def collect_rollouts(
@@ -469,6 +538,7 @@ def collect_rollouts(
     action_transform: ActionTransform | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
     actor: Actor | None = None,
+    side: Mapping[str, TargetExtractor] | None = None,
 ) -> Rollouts:
     """Play `n_episodes` episodes, `num_envs` at a time; record `episode_steps` steps of each
     after `warmup_steps` steps that are played (state carried) but not recorded.
@@ -480,6 +550,9 @@ def collect_rollouts(
     stream `(*stream, "random_actions")`. With `actor`, the env executes `actor(obs, info)`
     (env units, no `action_transform`) and the module only reads: its representations are
     those of an agent watching the actor play (policy must stay "greedy").
+    `side` {name: extractor of the info, as `target`}: arrays recorded at the same steps as
+    the targets but not probed (`Rollouts.side[name]`, (n_episodes, T, k)), e.g.
+    `{"state": info_target("state")}` for read-outs by hidden state.
     """
     for name, value in (("n_episodes", n_episodes), ("episode_steps", episode_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -516,13 +589,16 @@ def collect_rollouts(
                         action_transform,
                         action_rng,
                         actor,
+                        dict(side or {}),
                     )
                 )
             finally:
                 env.close()
-    observations, features, targets, actions, rewards, warmup = (
-        np.concatenate(p) for p in zip(*parts, strict=True)
+    side_parts = [part[-1] for part in parts]
+    observations, features, targets, actions, rewards, warmup, warmup_actions = (
+        np.concatenate(p) for p in zip(*(part[:-1] for part in parts), strict=True)
     )
+    recorded_side = {name: np.concatenate([p[name] for p in side_parts]) for name in side or {}}
     return Rollouts(
         observations=observations,
         representations=features,
@@ -533,4 +609,6 @@ def collect_rollouts(
         episode_seeds=np.asarray(seeds, dtype=np.int64),
         warmup_observations=warmup,
         num_envs=num_envs,
+        warmup_actions=warmup_actions,
+        side=recorded_side,
     )

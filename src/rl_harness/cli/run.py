@@ -84,6 +84,14 @@ def parser(tools_epilog: str = "") -> argparse.ArgumentParser:
         help=f"one of {', '.join(PROFILE_NAMES)} (default {DEFAULT_PROFILE})",
     )
     parser.add_argument(
+        "--torch-threads",
+        dest="torch_threads",
+        type=int,
+        metavar="N",
+        help="torch's intra-op threads in the driver (default: one per core the hardware plan "
+        "gives it; also $RL_HARNESS_TORCH_THREADS)",
+    )
+    parser.add_argument(
         "--results-dir",
         dest="results_dir",
         type=Path,

@@ -24,7 +24,12 @@ from rl_harness.harness.budgets import (
     resolve_budget,
     split_override,
 )
-from rl_harness.harness.hardware import HardwarePlan, check_profile, resolve_profile
+from rl_harness.harness.hardware import (
+    HardwarePlan,
+    check_profile,
+    check_torch_threads,
+    resolve_profile,
+)
 from rl_harness.harness.layout import ARTIFACTS_PARENT, RESULTS_PARENT, RunPaths
 from rl_harness.harness.locations import Location, location_text, path_or_uri
 from rl_harness.harness.mirrors import check_log_targets
@@ -69,6 +74,7 @@ class RunOptions:
     overrides: tuple[str, ...] = ()  # "KEY=VALUE" on the budget's fields (--set)
     resume_from: Location | None = None  # a local path, or a URI kept as text (s3://...)
     hardware_profile: str = DEFAULT_PROFILE
+    torch_threads: int | None = None  # the driver's torch threads; None: the plan's (hardware.py)
     results_dir: Path | None = None
     artifacts_dir: Path | None = None
     run_id: str | None = None  # default: a fresh one
@@ -97,6 +103,8 @@ class RunOptions:
         for text in self.overrides:
             split_override(text)
         check_profile(self.hardware_profile)
+        if self.torch_threads is not None:
+            check_torch_threads(self.torch_threads, "--torch-threads")
         if self.run_id is not None and not valid_run_id(self.run_id):
             raise ValueError(
                 f"run id may hold letters, digits, '-', '_' and '.', got {self.run_id!r}"
@@ -130,6 +138,7 @@ class RunOptions:
             "set": list(self.overrides),
             "resume_from": location_text(self.resume_from),
             "hardware_profile": self.hardware_profile,
+            "torch_threads": self.torch_threads,
             "results_dir": str(self.results_dir) if self.results_dir else None,
             "artifacts_dir": str(self.artifacts_dir) if self.artifacts_dir else None,
             "run_id": self.run_id,
@@ -243,7 +252,7 @@ def make_context(
     options = replace(
         options, budget=budget.name, smoke=options.smoke or budget.name == SMOKE_BUDGET
     )
-    hardware = resolve_profile(options.hardware_profile)
+    hardware = resolve_profile(options.hardware_profile, torch_threads=options.torch_threads)
     experiment_dir = Path(experiment_dir).resolve()
     results_base = (
         Path(options.results_dir).resolve()

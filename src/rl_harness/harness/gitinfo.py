@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.redaction import redact_url
 
 
@@ -21,6 +22,7 @@ class GitIdentity:
     untracked_count: int
     remote_url: str | None
     patch: str = field(default="", repr=False)  # working_tree_patch() text, "" when clean
+    run_records: int = 0  # changed paths inside run folders: not counted (see git_identity)
 
     def to_dict(self) -> dict:
         return {
@@ -32,6 +34,7 @@ class GitIdentity:
             "untracked": list(self.untracked),
             "untracked_count": self.untracked_count,
             "remote_url": self.remote_url,
+            "run_records_not_counted": self.run_records,
         }
 
 
@@ -69,10 +72,39 @@ def _untracked(root: Path) -> list[str]:
     return sorted(name for name in out.split("\0") if name)
 
 
-def working_tree_patch(root: Path, untracked: list[str] | None = None) -> str:
-    """`git diff HEAD` plus untracked code files as additions: what differs from HEAD."""
+def _changed(root: Path) -> list[str]:
+    """Every path `git status` reports (tracked changes, untracked files; both sides of a
+    rename), relative to the root."""
+    out = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all") or ""
+    paths, entries = [], iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy: the next entry is its source
+            paths.append(next(entries, ""))
+    return [p for p in paths if p]
+
+
+def run_folder(root: Path, relative: str) -> str | None:
+    """The run folder (one holding a run_manifest.json: a run's results/<run-id>/) that
+    holds `relative`, relative to `root`; None when it lies outside every run folder."""
+    parts = Path(relative).parts
+    for depth in range(1, len(parts)):
+        folder = Path(*parts[:depth])
+        if (Path(root) / folder / MANIFEST_NAME).is_file():
+            return folder.as_posix()
+    return None
+
+
+def working_tree_patch(
+    root: Path, untracked: list[str] | None = None, excluded: list[str] | None = None
+) -> str:
+    """`git diff HEAD` plus untracked code files as additions: what differs from HEAD,
+    less the folders in `excluded` (run folders: outputs, not what ran)."""
     root = Path(root)
-    parts = [_git(root, "diff", "HEAD", "--binary") or ""]
+    spec = ["--", ".", *(f":(exclude){folder}" for folder in excluded or [])]
+    parts = [_git(root, "diff", "HEAD", "--binary", *(spec if excluded else [])) or ""]
     for name in _untracked(root) if untracked is None else untracked:
         path = root / name
         if path.suffix in PATCHED_UNTRACKED_SUFFIXES and path.stat().st_size <= MAX_PATCHED_BYTES:
@@ -88,25 +120,35 @@ def working_tree_patch(root: Path, untracked: list[str] | None = None) -> str:
 
 
 def git_identity(path: Path) -> GitIdentity | None:
-    """The identity of the repo holding `path`; None when `path` is not inside a git repo."""
+    """The identity of the repo holding `path`; None when `path` is not inside a git repo.
+
+    What counts as dirty: any change `git status` reports (a tracked file modified, staged,
+    deleted or renamed; an untracked, not ignored file) EXCEPT inside a run folder (a folder
+    holding a run_manifest.json, i.e. results/<run-id>/ of this or another run, committed
+    or not): those are records a run wrote, not code or data it read, so another run's
+    uncommitted results never make a run dirty. They are left out of the patch too, and
+    counted in `run_records`. Everything else counts, a new experiment.py first of all."""
     root = find_git_root(path)
     if root is None:
         return None
     commit = (_git(root, "rev-parse", "HEAD") or "").strip() or None
     branch = (_git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip() or None
-    status = _git(root, "status", "--porcelain", "--untracked-files=all") or ""
-    untracked = _untracked(root)
-    diff = working_tree_patch(root, untracked) if status.strip() and commit else ""
+    folders = {name: run_folder(root, name) for name in _changed(root)}
+    counted = [name for name, folder in folders.items() if folder is None]
+    runs = sorted({folder for folder in folders.values() if folder is not None})
+    untracked = [name for name in _untracked(root) if run_folder(root, name) is None]
+    diff = working_tree_patch(root, untracked, runs) if counted and commit else ""
     remote = (_git(root, "config", "--get", "remote.origin.url") or "").strip() or None
     remote = redact_url(remote) if remote else None  # https://user:TOKEN@host: no token
     return GitIdentity(
         root=str(root),
         commit=commit,
         branch=branch,
-        dirty=bool(status.strip()),
+        dirty=bool(counted),
         diff_sha256=hashlib.sha256(diff.encode()).hexdigest() if diff else None,
         untracked=tuple(untracked[:MAX_LISTED]),
         untracked_count=len(untracked),
         remote_url=remote,
         patch=diff,
+        run_records=len(folders) - len(counted),
     )

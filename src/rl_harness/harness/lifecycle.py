@@ -22,6 +22,7 @@ from rl_harness.harness.atomic import (
 )
 from rl_harness.harness.budgets import SMOKE_BUDGET, BudgetChoice, resolve_budget, settings_text
 from rl_harness.harness.context import RunContext, RunOptions, UploadMode, make_context
+from rl_harness.harness.hardware import apply_torch_threads
 from rl_harness.harness.interrupts import (
     COMPLETED,
     EXIT_FAILED,
@@ -222,6 +223,11 @@ def _execute(
         f"smoke={context.smoke} budget={context.budget or '-'} -> {context.results_dir}"
     )
 
+    # The recipe uses torch: its threads are the plan's from here (the runners set them again
+    # when they start), and a caller's own (a notebook's `train`) come back at the end.
+    torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    if torch_threads is not None:
+        apply_torch_threads(context.hardware)
     ray_was_up = _ray_initialized()  # a caller's Ray session is theirs to end
     console.quiet_ray(not options.verbose)
     previous = interrupts.install()
@@ -262,6 +268,8 @@ def _execute(
                 write_manifest(context.results_dir, finish_manifest(manifest, status, error=error))
     finally:
         interrupts.restore(previous, ignore=process_exits)
+        if torch_threads is not None:
+            sys.modules["torch"].set_num_threads(torch_threads)
     if rejected is not None:  # the caller prints the one line
         _drop_rejected_run(context)
         raise rejected

@@ -12,6 +12,7 @@ from typing import Any
 
 from rl_harness.harness.atomic import write_text_atomic
 from rl_harness.harness.context import RunContext
+from rl_harness.harness.continuation import parent_record
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
 from rl_harness.harness.hardware import host_facts, thread_settings
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
@@ -159,6 +160,8 @@ def start_manifest(
         },
         "command": {"argv": list(argv), "executable": sys.executable, "cwd": str(Path.cwd())},
         "options": options,
+        # A --resume-from run's parent (continuation.py): readers follow the chain.
+        "parent": parent_record(context.resume_from, context.results_dir.parent),
         "seed": context.seed,
         # The recipe's budget: its name, every setting (overrides applied), the overrides.
         "budget": context.budget_record,

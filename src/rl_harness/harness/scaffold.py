@@ -2,8 +2,10 @@
 
 The new repo is a git repo with one commit: a uv project (package `experiments`) that depends
 on rl-harness through a path source to the library checkout this command ran from (a plain
-dependency when the library is not a git checkout), one tiny example leaf, a .gitignore that
-keeps artifacts out of git, and an AGENTS.md. Nothing is downloaded: `uv sync` is left to the
+dependency when the library is not a git checkout), one tiny example leaf with its test
+(`tests/test_example_leaf.py`: the leaf trains at its smoke budget), a ruff configuration its
+leaves pass (`ruff check`, `ruff format --check`), a .gitignore that keeps artifacts out of
+git, and an AGENTS.md. Nothing is downloaded: `uv sync` is left to the
 user.
 """
 
@@ -87,10 +89,54 @@ build-backend = "hatchling.build"
 [tool.hatch.build.targets.wheel]
 packages = ["experiments"]
 
+[dependency-groups]
+dev = ["pytest", "ruff"]
+
 [tool.ruff]
 line-length = 100
 extend-exclude = ["**/artifacts/**"]
+
+[tool.ruff.lint.isort]
+# The library in its own block after the other third-party imports, as its own code does.
+section-order = [
+    "future", "standard-library", "third-party", "rl-harness", "first-party", "local-folder",
+]
+
+[tool.ruff.lint.isort.sections]
+rl-harness = ["rl_harness"]
+
+[tool.pytest.ini_options]
+pythonpath = ["."]  # this repo's `experiments` first
+testpaths = ["tests"]
 """
+
+
+EXAMPLE_TEST_PATH = "tests/test_example_leaf.py"
+EXAMPLE_TEST = f'''\
+"""The example leaf runs end to end at its smoke budget, with the records every run keeps.
+
+A leaf of your own gets a test like this one: `uv run pytest` (a smoke run takes seconds).
+"""
+
+from __future__ import annotations
+
+import json
+
+from rl_harness import train
+
+
+def test_the_example_leaf_trains_at_its_smoke_budget(tmp_path):
+    run = train(
+        "{LEAF_MODULE}",
+        smoke=True,
+        results_dir=tmp_path / "results",
+        artifacts_dir=tmp_path / "artifacts",
+    )
+    assert run.status == "completed", run.error
+    assert run.result["iterations"] == 2
+    manifest = json.loads((run.results_dir / "run_manifest.json").read_text())
+    assert manifest["options"]["smoke"] is True
+'''
 
 
 GITIGNORE = """\
@@ -237,6 +283,7 @@ class Scaffold:
             "experiments/example_study/__init__.py": "",
             "experiments/example_study/smoke/__init__.py": "",
             LEAF_PATH: EXAMPLE_LEAF,
+            EXAMPLE_TEST_PATH: EXAMPLE_TEST,
         }
         chosen = TEMPLATES[self.template]
         if chosen is not None:

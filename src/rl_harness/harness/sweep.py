@@ -43,6 +43,7 @@ from typing import Any
 from rl_harness.harness.atomic import RecordReadError
 from rl_harness.harness.budgets import field_types, split_override
 from rl_harness.harness.context import RunOptions, new_run_id
+from rl_harness.harness.hardware import TORCH_THREADS_ENV
 from rl_harness.harness.interrupts import COMPLETED, FAILED
 from rl_harness.harness.layout import ARTIFACTS_PARENT, CONSOLE_LOG_NAME, RESULTS_PARENT
 from rl_harness.harness.manifest import load_manifest
@@ -370,6 +371,9 @@ def execute(sweep: Sweep, on_change: Callable[[SweepRun], None], poll_s: float =
     if not todo:
         return
     env = child_environment(sweep.env)
+    # The sweep divides the cores among its concurrent runs: each child's torch takes the
+    # cores it was given, not the machine's (unless the caller chose the threads).
+    env.setdefault(TORCH_THREADS_ENV, str(max(1, int(sweep.cpus_per_run))))
     if sweep.ray_address:
         _execute_on_ray(sweep, todo, env, on_change, poll_s)
     else:

@@ -164,7 +164,10 @@ def ppo_config(
             clip_param=0.2,
             vf_loss_coeff=0.5,
             entropy_coeff=0.003,
-            # The original study's PPO had no KL term; RLlib's default adds one (0.2).
+            # RLlib's default adds a KL term (0.2); this study turns it off. The original's
+            # reward_only recipe (RL-Harness d2d2613) and its action-symmetry family set no
+            # KL option, so the default was on there (docs/migrating.md): a port of those
+            # that copies this config changes it.
             use_kl_loss=False,
         )
         .rl_module(rl_module_spec=module_spec)

@@ -135,7 +135,7 @@ def checkpoint_schedule() -> CheckpointSchedule:
 def ceilings(n_copies: int, n_steps: int, seed: int) -> dict[str, float]:
     """The Bayes guesser's accuracy in this env (1024-step episodes from the stationary
     start, exact expected reward per step; `n_steps` should cover whole episodes)."""
-    oracle = OneStepLookaheadPolicy(TASK_OBJECT)
+    oracle = OneStepLookaheadPolicy(TASK_OBJECT, "reward")
     value = closed_loop_value(ANALYSIS_ENV, oracle, n_copies=n_copies, n_steps=n_steps, seed=seed)
     return {
         "bayes_optimal_accuracy": value.value,
@@ -293,7 +293,7 @@ def analyze_module(module: RLModule, plan: Any, seed: int) -> dict[str, Any]:
         "agreement_with_bayes_guesser": action_agreement(
             module,
             rollouts,
-            OneStepLookaheadPolicy(TASK_OBJECT)(rollouts.targets),
+            OneStepLookaheadPolicy(TASK_OBJECT, "reward")(rollouts.targets),
             preprocess=module_obs,
         ),
         "counterfactual_previous_action": counterfactual(module, rollouts, evaluation.probe),

@@ -31,8 +31,9 @@ builds the env, RLlib's remote env runners included:
 
 Discrete-action task families (`rl_harness.envs.hmm.action_tasks`): `ActionHMMTask`,
 `GuessFeedbackTask`, `LogWeightTask` (one transition matrix per action; emission "on_enter"
-or "on_leave", a required choice), `expected_rewards`, `OneStepLookaheadPolicy`,
-`one_step_threshold`, `closed_loop_value`.
+or "on_leave", a required choice), `expected_rewards`, `one_step_values`,
+`OneStepLookaheadPolicy(task, objective)` (the objective explicit; a task whose actions all
+tie is refused), `one_step_threshold`, `closed_loop_value`.
 
 Tasks: a `Task` has a Discrete action space (optionally per-action token matrices); a
 `ContinuousTask` has a 1-d Box action space and sets each copy's transition matrix per step

@@ -29,7 +29,9 @@ Ceilings: `expected_rewards(task, beliefs)` is the exact expected reward of ever
 given a belief over the state the coming move leaves (the env's `info["decision_belief"]`
 at decision time, any delay); its row maximum is the Bayes-optimal one-step value, so its
 mean along an agent's own rollouts is that agent's Bayes-optimal guess accuracy.
-`OneStepLookaheadPolicy` takes the argmax; `one_step_threshold` is the belief mass on a
+`OneStepLookaheadPolicy(task, objective)` takes the argmax of an objective named explicitly
+(`one_step_values`: the task's "reward", or "entered_state") and refuses a task whose
+actions all tie; `one_step_threshold` is the belief mass on a
 state where one action stops beating another one step ahead (the action-symmetry
 study's 0.7541); `closed_loop_value` runs a belief policy in
 the real vector env and averages the exact expected reward of its actions.
@@ -283,16 +285,55 @@ def one_step_threshold(task: ActionHMMTask, *, action: int, baseline: int, state
     return g_out / (g_out - g_in)
 
 
+OBJECTIVES = ("reward", "entered_state")
+
+
+def one_step_values(task: ActionHMMTask, beliefs: np.ndarray, objective: str) -> np.ndarray:
+    """(..., n_actions) what a one-step policy maximises, given decision beliefs (...,
+    n_states): "reward" is the task's own reward of the coming move (`expected_rewards`);
+    "entered_state" scores `state_rewards` of the state the move enters, whatever
+    `rewarded_state` says (the original action-symmetry study's "myopic oracle": it
+    rewarded the state a move leaves, under which every action ties one step ahead)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if objective == "reward":
+        return expected_rewards(task, beliefs)
+    if task.state_rewards is None:
+        raise ValueError(
+            f"objective 'entered_state' needs a state reward; this task's is {task.reward_name!r}"
+        )
+    b = np.asarray(beliefs, dtype=np.float64)
+    return b @ (task.transitions @ task.state_rewards).T
+
+
 @dataclass(frozen=True)
 class OneStepLookaheadPolicy:
-    """The action of largest exact expected reward for each belief (ties: lowest index).
-    For the correct-guess reward this is the Bayes-optimal guesser; with a state reward it
-    is myopic (the best policy for gamma 0, not for gamma > 0)."""
+    """The action of largest one-step value for each belief (ties: lowest index), for an
+    `objective` stated explicitly (`one_step_values`): "reward" (the task's own reward; for
+    the correct-guess reward the Bayes-optimal guesser) or "entered_state". With a state
+    reward it is myopic (the best policy for gamma 0, not for gamma > 0).
+
+    A task whose actions all tie under the objective for every belief (the state a move
+    leaves, scored one step ahead, does not depend on the action) is refused with a
+    ValueError: its argmax would silently pick action 0 everywhere."""
 
     task: ActionHMMTask
+    objective: str
+
+    def __post_init__(self) -> None:
+        # The values are linear in the belief: the actions tie everywhere exactly when they
+        # tie at every corner of the simplex.
+        corners = one_step_values(self.task, np.eye(self.task.transitions.shape[1]), self.objective)
+        if np.all(np.ptp(corners, axis=1) <= 1e-12):
+            raise ValueError(
+                f"every action ties under objective {self.objective!r} for every belief "
+                f"(reward {self.task.reward_name!r}, rewarded_state "
+                f"{self.task.rewarded_state!r}): a one-step policy has nothing to choose; "
+                "pick the objective you mean (e.g. 'entered_state')"
+            )
 
     def __call__(self, beliefs: np.ndarray) -> np.ndarray:
-        return expected_rewards(self.task, beliefs).argmax(axis=-1)
+        return one_step_values(self.task, beliefs, self.objective).argmax(axis=-1)
 
 
 @dataclass(frozen=True)

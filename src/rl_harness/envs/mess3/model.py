@@ -73,16 +73,27 @@ def control_chain_transition(mixing: float = 1.0) -> np.ndarray:
     return lazy
 
 
-def control_chain_model(alpha: float, mixing: float = 1.0) -> HMMModel:
+CONTROL_CHAIN_STARTS = ("stationary", "uniform")
+
+
+def control_chain_model(alpha: float, mixing: float = 1.0, start: str = "stationary") -> HMMModel:
     """The control chain (`control_chain_transition(mixing)`; 1: CONTROL_CHAIN_TRANSITION)
-    with MESS3 emissions, started from its stationary distribution (0.45, 0.45, 0.10)."""
+    with MESS3 emissions. `start` is the initial law: "stationary" (the chain's, (0.45, 0.45,
+    0.10), whatever the mixing) or "uniform" (1/3 each: the original RL-Harness
+    `control_model`'s start)."""
+    if start not in CONTROL_CHAIN_STARTS:
+        raise ValueError(f"start must be one of {CONTROL_CHAIN_STARTS}, got {start!r}")
+    initial = np.full(3, 1.0 / 3.0) if start == "uniform" else None
     transition = control_chain_transition(mixing)  # validates mixing
     name = f"control_chain(alpha={alpha:g})"
     if mixing != 1.0:
         name = f"control_chain(alpha={alpha:g}, mixing={mixing:g})"
+    if start == "uniform":
+        name = name[:-1] + ", start=uniform)"
     return HMMModel.from_transition_emission(
         transition,
         mess3_emission(alpha),
+        initial,
         emitted_by="next",
         name=name,
     )

@@ -75,8 +75,8 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
     """Causal transformer over the agent's own past steps, with a carried K/V cache.
 
     Analysis contracts: the base's plus `StepEncoderAPI` (`encode_step`),
-    `ResidualStreamAPI` (`encode_step_residuals`) and `ResidualEditAPI`
-    (`encode_step_edited`)."""
+    `ResidualStreamAPI` (`encode_step_residuals`), `ResidualEditAPI`
+    (`encode_step_edited`) and `PrevActionInputAPI` (`prev_action_width`)."""
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
         "max_seq_len",
@@ -122,6 +122,11 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             "v": np.zeros(shape, np.float32),
             "n": np.zeros((1,), np.int64),
         }
+
+    def prev_action_width(self) -> int:
+        """Floats of the `prev_actions` column this module reads per step (0: it reads none);
+        analysis (`ModuleStepper`) writes the column the connectors write when acting."""
+        return self.action_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
         return [self.transformer.embed.weight]

@@ -137,7 +137,9 @@ def build_config(plan: Budget) -> PPOConfig:
             clip_param=0.2,
             vf_loss_coeff=0.5,
             entropy_coeff=0.0,
-            # The original study's PPO had no KL term; RLlib's default adds one (0.2).
+            # The original feedback study's PPO had no KL term; RLlib's default adds one
+            # (0.2). Not every original family: the action-symmetry one kept the default
+            # (docs/migrating.md), so copy this line only where the original had it.
             use_kl_loss=False,
         )
         .rl_module(
