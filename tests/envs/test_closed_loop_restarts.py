@@ -33,7 +33,7 @@ def test_a_constant_guess_earns_one_third_per_live_step():
 
 def test_realized_rewards_agree_with_the_exact_value_over_short_episodes():
     config = feedback_config("on_leave", episode_length=8)
-    policy = OneStepLookaheadPolicy(HMMEnv(config).task)
+    policy = OneStepLookaheadPolicy(HMMEnv(config).task, "reward")
     result = closed_loop_value(config, policy, n_copies=256, n_steps=300, seed=1)
     assert result.value > 0.6  # the Bayes guesser: far above chance
     # Counted reset steps would pull realized down by a ninth of the value (~0.07); the

@@ -35,7 +35,7 @@ def test_readouts_of_an_untrained_guesser_on_its_own_play():
     np.testing.assert_array_equal(
         greedy.targets[..., :3], shared.collect(module, plan, seed).targets
     )
-    reference = OneStepLookaheadPolicy(shared.TASK_OBJECT)(greedy.targets[..., :3])
+    reference = OneStepLookaheadPolicy(shared.TASK_OBJECT, "reward")(greedy.targets[..., :3])
     block = out["greedy"]
     assert block["agreement"] == float((greedy.actions == reference).mean())
     assert block["n_steps"] == plan.probe_episodes * plan.probe_steps

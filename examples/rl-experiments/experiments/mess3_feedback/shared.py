@@ -241,7 +241,7 @@ def readouts(module: RLModule, plan: Any, seed: int, reference_value: Mapping[st
         states[name] = rollouts.targets[..., N_TOKENS].astype(np.int64)
     return policy_readouts(
         sets,
-        OneStepLookaheadPolicy(TASK_OBJECT),
+        OneStepLookaheadPolicy(TASK_OBJECT, "reward"),
         n_actions=N_TOKENS,
         hidden_states=states,
         reference_value=reference_value,
