@@ -477,17 +477,21 @@ def search(
     quick: bool = False,
     max_stack_3: int = 8,
     points: Sequence[TaskPoint] | None = None,
+    stage: str = "coarse",
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run (or resume: entries already in `record_path` are kept) the search and write the
     record after every candidate. `quick`: the coarse grid only, no refinement. `points`:
-    screen these instead of the coarse grid and stop after their stack-3 (a worker whose
-    record `merge_records` adds to the main one)."""
+    screen these (as `stage`) instead of the coarse grid and stop after their stack-3 (a
+    worker whose record `merge_records` adds to the main one); `points=[]`: visit nothing,
+    only choose from the record (solving what the choice needs). The chosen point's windows
+    at the flagship's size are kept from the record when it chose the same point."""
     started = time.perf_counter()
     previous = json.loads(record_path.read_text()) if record_path.exists() else {}
     candidates = [candidate_from_dict(c) for c in previous.get("candidates", [])]
 
     def save(chosen: dict[str, Any] | None = None) -> dict[str, Any]:
+        chosen = chosen if chosen is not None else previous.get("chosen")
         record = make_record(candidates, chosen, previous.get("seconds", 0.0) + elapsed())
         record_path.write_text(json.dumps(record, indent=2) + "\n")
         return record
@@ -511,7 +515,7 @@ def search(
     grid = coarse_points() if points is None else list(points)
     say(f"screening {len(grid)} points")
     for point in grid:
-        visit(point, "flagship" if point == task.FLAGSHIP else "coarse")
+        visit(point, "flagship" if point == task.FLAGSHIP else stage)
     solved = 0
 
     def stack_3_for(pool: Sequence[Candidate]) -> None:
@@ -530,7 +534,7 @@ def search(
     stack_3_for(flagship + qualifying)
     if not qualifying:
         stack_3_for(sorted(candidates, key=lambda c: screen_demand(c))[:2])
-    if points is not None:
+    if points is not None and len(points) > 0:
         return save()
     # The leaf's point is chosen from the coarse grid (the flagship included): training runs
     # start there before the refinement ends, so a refined neighbour that would win is
@@ -544,9 +548,14 @@ def search(
         say("refining around it")
         refined = [visit(point, "refine") for point in refine_points(best.point)]
         stack_3_for(sorted((c for c in refined if can_qualify(c)), key=screen_gain, reverse=True))
-    say("scoring the chosen point's windows at the flagship's probe size")
-    windows = {}
+    old = previous.get("chosen") or {}
+    windows = dict(old.get("windows_at_flagship_size") or {})
+    if old.get("point") != asdict(best.point):
+        windows = {}
     for name in ("belief_mdp", "stack_3"):
+        if name in windows:
+            continue
+        say(f"scoring the chosen point's windows at the flagship's probe size ({name})")
         actor = (
             belief_actor(best.point, cache)
             if name == "belief_mdp"
@@ -587,6 +596,8 @@ def merge_records(main: Path, others: Sequence[Path]) -> None:
                 record["candidates"].append(entry)
                 known.add(key)
         record["seconds"] = round(record["seconds"] + other["seconds"], 1)
+        if record.get("chosen") is None and other.get("chosen") is not None:
+            record["chosen"] = other["chosen"]  # reused by `search` if it chooses the same
     main.write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -764,12 +775,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="screen these ALPHA,MIXING,W_MAX,BETA,DELAY points (a worker), not the grid",
     )
+    parser.add_argument(
+        "--stage", choices=("coarse", "refine"), default="coarse", help="of --points"
+    )
+    parser.add_argument(
+        "--finish", action="store_true", help="visit no point: choose from the record"
+    )
     parser.add_argument("--merge", nargs="+", type=Path, default=None, help="workers' records")
     args = parser.parse_args(argv)
     if args.merge is not None:
         merge_records(args.record, args.merge)
         return 0
-    points = None
+    points = [] if args.finish else None
     if args.points is not None:
         try:
             points = [point_from_text(text) for text in args.points]
@@ -784,7 +801,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         cache = args.cache_dir or Path(scratch)
         record = search(
-            args.record, cache, quick=args.quick, max_stack_3=args.max_stack_3, points=points
+            args.record,
+            cache,
+            quick=args.quick,
+            max_stack_3=args.max_stack_3,
+            points=points,
+            stage=args.stage,
         )
     print(table(record))
     return 0
