@@ -884,7 +884,7 @@ MUTATIONS = [
     ),
     Mutation(
         "action-bins-on-all-episodes",
-        "mess3_belief_geometry/controls.py",
+        "analysis/controls.py",
         (
             (
                 "bins = quantile_bins(actions, n_bins, fit=actions[fit_episodes])",
@@ -893,7 +893,6 @@ MUTATIONS = [
         ),
         ("tests/study/test_belief_geometry_action_bins.py",),
         "the flagship's action bins would be cut with the held-out episodes' actions",
-        root=EXPERIMENTS,
     ),
     Mutation(
         "record-budget-ignores-smoke",

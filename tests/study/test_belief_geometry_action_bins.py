@@ -17,9 +17,8 @@ def test_action_bins_are_cut_on_the_fit_episodes_only():
     actions = np.zeros((2, 6, 2))
     actions[0, :, 0] = np.arange(6.0)
     actions[1, :, 0] = 10.0
-    branching = controls.action_branching(
-        tokens, actions, np.array([0]), np.array([1]), k=2, n_bins=3
-    )
+    assert (probing.BRANCH_K, controls.ACTION_BINS) == (2, 3)  # the study's, as below
+    branching = controls.action_branching(tokens, actions, np.array([0]), np.array([1]))
     # Fit bins by mid-rank among the six fit values: 0,1 | 2,3 | 4,5, all three used, and
     # 10 lies above them all: the top bin. (Cut on both episodes, the six 10s would take the
     # top bin alone and squeeze the fit values into two: 0-3 | 4,5.)
