@@ -4,6 +4,7 @@ and the README table made from it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -124,6 +125,42 @@ def test_refine_points_step_each_parameter_inside_its_range():
     for neighbour in ({"alpha": 0.55}, {"alpha": 0.65}, {"mixing": 0.05}, {"mixing": 0.2}):
         assert TaskPoint(**({"alpha": 0.6, "mixing": 0.1} | neighbour)) in points
     assert all(0 < p.mixing <= 1 for p in op.refine_points(TaskPoint(mixing=1.0)))
+
+
+def _committed() -> dict:
+    return json.loads(op.RECORD.read_text())
+
+
+def test_the_committed_record_reproduces_the_flagship_figures():
+    flagship = [c for c in _committed()["candidates"] if c["stage"] == "flagship"]
+    assert len(flagship) == 1 and flagship[0]["point"] == dataclasses.asdict(task.FLAGSHIP)
+    entry = flagship[0]
+    assert entry["belief_mdp"]["value"] == pytest.approx(FLAGSHIP_CEILING, abs=1e-3)
+    assert entry["stacks"]["3"]["value"] == pytest.approx(FLAGSHIP_STACK_3, abs=1e-3)
+    assert entry["fractions"]["3"] == pytest.approx(0.96, abs=0.01)
+    assert entry["belief_mdp"]["converged"] and entry["stacks"]["3"]["converged"]
+    # A 6-step window of tokens and actions gets nearly all of the belief within branches.
+    assert entry["windows"][0]["policy"] == "belief_mdp"
+    assert entry["windows"][0]["within_branch"]["6"] > 0.95
+    assert not entry["meets_both"]
+
+
+def test_the_chosen_point_is_the_memory_leaves_and_the_readme_shows_the_record():
+    record = _committed()
+    chosen = record["chosen"]
+    assert chosen["point"] == dataclasses.asdict(task.TASK_POINTS["memory"])
+    entry = next(c for c in record["candidates"] if c["point"] == chosen["point"])
+    assert entry["meets_both"] is chosen["meets_both"]
+    if chosen["meets_both"]:
+        assert entry["fractions"]["3"] <= op.FRACTION_BAR
+        assert entry["windows"][0]["within_branch"]["6"] <= op.WINDOW_BAR
+    # Every candidate has the stack and window numbers the README table prints.
+    for c in record["candidates"]:
+        assert c["belief_mdp"]["converged"] is not None and "1" in c["stacks"]
+        assert {str(k) for k in op.WINDOW_KS} <= set(c["windows"][0]["within_branch"])
+    # The README's table is made from the record (rewrite: `operating_point --readme`).
+    readme = README.read_text()
+    assert op.readme_with_table(readme, record) == readme
 
 
 @pytest.mark.slow
