@@ -1,8 +1,9 @@
 """No secret reaches a run manifest, whichever path writes it: a run's start and end
 (completed, failed, interrupted) and `rl-harness runs --mark-crashed`. The secret is the value
 of a secret-named environment variable, and it reaches the run through argv and the options
-(a Ray address with credentials) and, on failure, the recipe's error message. Real CLI runs
-of plain recipes (no Ray is started), real files."""
+(a `--set` value) and, on failure, the recipe's error message; a Ray address with credentials
+is refused before any folder exists, its line redacted. Real CLI runs of plain recipes (no Ray
+is started), real files."""
 
 from __future__ import annotations
 
@@ -21,13 +22,18 @@ SECRET = "cluster-secret-31337"
 # secret (its name marks nothing).
 ADDRESS = f"ray://researcher:{SECRET}@127.0.0.1:1/?cluster={SECRET}"
 REDACTED_ADDRESS = f"ray://127.0.0.1:1/?cluster={REDACTED}"
+# A budget with a text setting, so the secret reaches argv, options and settings by `--set`.
+BUDGET = (
+    "from dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass B:\n"
+    "    note: str = ''\n\nBUDGETS = {'cpu': B()}\nDEFAULT_BUDGET = 'cpu'\n\n"
+)
 RECIPES = {
-    "completed": "def run(context):\n    return {'ok': True}\n",
+    "completed": BUDGET + "def run(context):\n    return {'ok': True}\n",
     "failed": (
-        "import os\n\ndef run(context):\n"
+        "import os\n\n" + BUDGET + "def run(context):\n"
         "    raise RuntimeError('login refused for ' + os.environ['CLUSTER_TOKEN'])\n"
     ),
-    "interrupted": "def run(context):\n    raise KeyboardInterrupt\n",
+    "interrupted": BUDGET + "def run(context):\n    raise KeyboardInterrupt\n",
 }
 EXIT = {"completed": 0, "failed": 1, "interrupted": 130}
 
@@ -36,7 +42,7 @@ def _run(tmp_path: Path, status: str) -> Path:
     leaf = tmp_path / "study" / status / "experiment.py"
     leaf.parent.mkdir(parents=True)
     leaf.write_text(RECIPES[status])
-    argv = [str(leaf), "--run-id", status, "--ray-address", ADDRESS, "--no-upload-artifacts"]
+    argv = [str(leaf), "--run-id", status, "--set", f"note=token-{SECRET}", "--no-upload-artifacts"]
     assert main(argv) == EXIT[status]
     return leaf.parent / "results" / status
 
@@ -50,10 +56,23 @@ def test_a_secret_in_argv_options_or_error_never_reaches_the_manifest(
     manifest = json.loads(text)
     assert manifest["status"] == status
     assert SECRET not in text
-    assert manifest["options"]["ray_address"] == REDACTED_ADDRESS
-    assert REDACTED_ADDRESS in manifest["command"]["argv"]
+    assert manifest["options"]["set"] == [f"note=token-{REDACTED}"]
+    assert f"note=token-{REDACTED}" in manifest["command"]["argv"]
     if status == "failed":
         assert manifest["error"]["message"] == f"login refused for {REDACTED}"
+
+
+def test_a_ray_address_with_credentials_is_refused_redacted_before_any_folder(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("CLUSTER_TOKEN", SECRET)
+    leaf = tmp_path / "study" / "leaf" / "experiment.py"
+    leaf.parent.mkdir(parents=True)
+    leaf.write_text(RECIPES["completed"])
+    assert main([str(leaf), "--ray-address", ADDRESS, "--no-upload-artifacts"]) == 2
+    err = capsys.readouterr().err
+    assert SECRET not in err and REDACTED_ADDRESS in err
+    assert not (leaf.parent / "results").exists()
 
 
 def test_mark_crashed_writes_the_manifest_redacted(tmp_path, monkeypatch, capsys):
