@@ -162,18 +162,23 @@ def _sliced_module(name: str, origin: str, wanted: set[str], made: dict[str, Mod
     kept = _slice(tree.body, wanted)
     package = name.rpartition(".")[0]
     top = name.split(".")[0]
+    # Every name taken from each of the repo's own modules, over all its `from` imports (a
+    # module imported by two statements is sliced once, for both).
+    names_from: dict[str, set[str]] = {}
     for node in kept:
         if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
             continue
         source = _absolute(node, package)
         if source.split(".")[0] != top or source in sys.modules or source in made:
             continue
+        names_from.setdefault(source, set()).update(a.name for a in node.names)
+    for source, names in names_from.items():
         spec = importlib.util.find_spec(source)
         if spec is None or not spec.origin or not spec.origin.endswith(".py"):
             raise _NoSlice(f"{source} has no Python source")
         if spec.submodule_search_locations is not None:
             raise _NoSlice(f"{source} is a package")
-        _sliced_module(source, spec.origin, {a.name for a in node.names}, made)
+        _sliced_module(source, spec.origin, names, made)
     module = types.ModuleType(name)
     module.__file__ = origin
     module.__package__ = package

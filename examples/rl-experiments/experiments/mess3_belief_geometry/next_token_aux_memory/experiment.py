@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments.mess3_belief_geometry import analysis, spec
+from experiments.mess3_belief_geometry import analysis
 from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noqa: F401
     AUX_TARGETS,
     AUX_WEIGHT,
@@ -25,16 +25,19 @@ from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noq
     build_config,
     module_spec,
 )
-from experiments.mess3_belief_geometry.spec import Budget
+from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
+from experiments.mess3_belief_geometry.spec import (
+    DEFAULT_BUDGET,  # noqa: F401 (the harness)
+    Budget,
+)
 from rl_harness import RunContext, run_algorithm
 
 TASK_POINT = "memory"  # task.TASK_POINTS
 # The study's budgets, each at the memory point (read by the harness and tools).
-BUDGETS = {
-    name: dataclasses.replace(plan, task_point=TASK_POINT) for name, plan in spec.BUDGETS.items()
-}
-SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
-DEFAULT_BUDGET = spec.DEFAULT_BUDGET
+SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
+CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
+FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 def run(context: RunContext) -> dict:

@@ -21,21 +21,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments.mess3_belief_geometry import analysis, spec
+from experiments.mess3_belief_geometry import analysis
 from experiments.mess3_belief_geometry.reward_only.experiment import (  # noqa: F401
     HEADLINE,
     build_config,
 )
-from experiments.mess3_belief_geometry.spec import MODEL_CONFIG, Budget, module_spec  # noqa: F401
+from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
+from experiments.mess3_belief_geometry.spec import (  # noqa: F401
+    DEFAULT_BUDGET,  # noqa: F401 (the harness)
+    MODEL_CONFIG,
+    Budget,
+    module_spec,
+)
 from rl_harness import RunContext, run_algorithm
 
 TASK_POINT = "memory"  # task.TASK_POINTS
 # The study's budgets, each at the memory point (read by the harness and tools).
-BUDGETS = {
-    name: dataclasses.replace(plan, task_point=TASK_POINT) for name, plan in spec.BUDGETS.items()
-}
-SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
-DEFAULT_BUDGET = spec.DEFAULT_BUDGET
+SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
+CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
+FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 def run(context: RunContext) -> dict:
