@@ -56,4 +56,4 @@ def test_a_child_that_died_with_its_manifest_running_is_failed(git_repo, capsys)
     assert manifest(run)["status"] == "running"  # what the dead child left behind
     assert f"{leaf} seed 0: failed, console in " in out
     final_row = out.strip().splitlines()[-2]  # the table's row, then the failure line
-    assert final_row.split()[1:4] == ["0", "failed", run.name]
+    assert final_row.split()[1:5] == ["-", "0", "failed", run.name]  # arm, seed, status, run
