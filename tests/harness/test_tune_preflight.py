@@ -5,8 +5,6 @@ the CLI, on the real MESS3 next-token recipe's config."""
 
 from __future__ import annotations
 
-import json
-
 from rl_harness.cli import main
 from tests.tools.helpers import error_line, run_dirs, write_leaf
 
@@ -38,7 +36,6 @@ def test_a_tune_recipe_typo_is_one_line_before_ray(git_repo, capsys, monkeypatch
     line = error_line(capsys)
     assert "unknown model_config key 'hiden_size'" in line
     assert started == [], "Ray was started before the preflight checks"
-    (run,) = run_dirs(leaf)
-    record = json.loads((run / "run_manifest.json").read_text())
-    assert record["status"] == "failed" and record["error"]["type"] == "PreflightError"
-    assert not (leaf.parent / "artifacts" / run.name / "ray_logs").exists()
+    # A preflight refusal leaves no run folder (issue 51), and no Ray logs anywhere.
+    assert run_dirs(leaf) == []
+    assert not list((leaf.parent / "artifacts").glob("*/ray_logs"))
