@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from experiments.mess3_belief_geometry import report
 
+from rl_harness.analysis import render_blocks
+
 
 @pytest.fixture(scope="module")
 def runs() -> list[report.StudyRun]:
@@ -16,7 +18,7 @@ def runs() -> list[report.StudyRun]:
 
 def test_readme_tables_are_the_records(runs) -> None:
     text = report.README.read_text(encoding="utf-8")
-    assert report.render(text, report.blocks(runs)) == text, (
+    assert render_blocks(text, report.blocks(runs)) == text, (
         "README tables differ from the records: "
         "uv run python -m experiments.mess3_belief_geometry.report --write"
     )
@@ -24,8 +26,8 @@ def test_readme_tables_are_the_records(runs) -> None:
 
 def test_every_generated_table_has_a_block_and_a_missing_one_is_an_error() -> None:
     with pytest.raises(KeyError, match="report:controls_holm"):
-        report.render("no blocks here", {"controls_holm": "x"})
-    rendered = report.render(
+        render_blocks("no blocks here", {"controls_holm": "x"})
+    rendered = render_blocks(
         "a\n<!-- report:power -->\nold\n<!-- /report:power -->\nb", {"power": "new"}
     )
     assert rendered == "a\n<!-- report:power -->\nnew\n<!-- /report:power -->\nb"

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from experiments.mess3_feedback import report, shared
 
+from rl_harness.analysis import render_blocks
 from rl_harness.analysis.probes.branches import branch_ids
 
 
@@ -22,13 +23,13 @@ def runs() -> list[report.StudyRun]:
 
 def test_readme_tables_are_the_records(runs) -> None:
     text = report.README.read_text(encoding="utf-8")
-    assert report.render(text, report.blocks(runs)) == text, (
+    assert render_blocks(text, report.blocks(runs)) == text, (
         "README tables differ from the records: "
         "uv run python -m experiments.mess3_feedback.report --write"
     )
     assert report.main(["--check"]) == 0
     with pytest.raises(KeyError, match="report:results"):
-        report.render("no blocks", {"results": "x"})
+        render_blocks("no blocks", {"results": "x"})
 
 
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:

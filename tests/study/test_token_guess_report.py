@@ -12,6 +12,8 @@ import dataclasses
 import pytest
 from experiments.mess3_token_guess import report
 
+from rl_harness.analysis import render_blocks
+
 
 @pytest.fixture(scope="module")
 def runs() -> list[report.StudyRun]:
@@ -25,7 +27,7 @@ def full() -> report.StudyRun:
 
 def test_readme_tables_are_the_records(runs, full) -> None:
     text = report.README.read_text(encoding="utf-8")
-    assert report.render(text, report.blocks(runs, full)) == text, (
+    assert render_blocks(text, report.blocks(runs, full)) == text, (
         "README tables differ from the records: "
         "uv run python -m experiments.mess3_token_guess.report --write"
     )
@@ -34,7 +36,7 @@ def test_readme_tables_are_the_records(runs, full) -> None:
 
 def test_a_missing_block_is_an_error() -> None:
     with pytest.raises(KeyError, match="report:memory"):
-        report.render("no blocks", {"memory": "x"})
+        render_blocks("no blocks", {"memory": "x"})
 
 
 def test_memory_reads_between_two_filters_only_where_they_rise() -> None:

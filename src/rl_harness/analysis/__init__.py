@@ -130,6 +130,7 @@ if TYPE_CHECKING:
         quantile_bins,
         window_features,
     )
+    from rl_harness.analysis.readme_tables import readme_main, render_blocks
     from rl_harness.analysis.reopen import ReopenedRun, ReopenError, reopen_run
     from rl_harness.analysis.replay import (
         replay_observations,
@@ -273,6 +274,8 @@ _EXPORTS = {
     "ResidualStreamAPI": "rl_harness.analysis.module_api",
     "StepEncoderAPI": "rl_harness.analysis.module_api",
     "require_api": "rl_harness.analysis.module_api",
+    "readme_main": "rl_harness.analysis.readme_tables",
+    "render_blocks": "rl_harness.analysis.readme_tables",
     "ReopenError": "rl_harness.analysis.reopen",
     "ReopenedRun": "rl_harness.analysis.reopen",
     "reopen_run": "rl_harness.analysis.reopen",
@@ -368,6 +371,8 @@ __all__ = [
     "quantile_bins",
     "random_actions",
     "random_feature_probe",
+    "readme_main",
+    "render_blocks",
     "reopen_run",
     "replay_observations",
     "replay_rollouts",

@@ -18,16 +18,14 @@ where the exact filter's within-branch R² rises with m.
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl_harness.analysis import holm_adjust, seed_test
+from rl_harness.analysis import holm_adjust, readme_main, seed_test
 
 STUDY_DIR = Path(__file__).resolve().parent
 README = STUDY_DIR / "README.md"
@@ -325,36 +323,14 @@ def blocks(runs: Sequence[StudyRun], full: StudyRun) -> dict[str, str]:
     return {name: table(runs, full) for name, table in TABLES.items()}
 
 
-def _block_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- report:{name} -->\n)(.*?)(<!-- /report:{name} -->)", flags=re.DOTALL)
-
-
-def render(text: str, tables: Mapping[str, str]) -> str:
-    """`text` with each report block's body replaced by its table; a block the text lacks is
-    an error (the README names every generated table)."""
-    for name, table in tables.items():
-        pattern = _block_pattern(name)
-        if not pattern.search(text):
-            raise KeyError(f"the README has no <!-- report:{name} --> block")
-        text = pattern.sub(lambda m, t=table: m.group(1) + t + "\n" + m.group(3), text)
-    return text
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.mess3_token_guess.report")
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the README's blocks")
-    mode.add_argument("--check", action="store_true", help="exit 1 if the README differs")
-    args = parser.parse_args(argv)
-    current = README.read_text(encoding="utf-8")
-    updated = render(current, blocks(load_runs(CPU_RUNS), load_full()))
-    if args.check:
-        if updated != current:
-            print(f"{README}: generated tables differ; run with --write", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(updated, encoding="utf-8")
-    return 0
+    """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
+    return readme_main(
+        README,
+        lambda: blocks(load_runs(CPU_RUNS), load_full()),
+        prog="python -m experiments.mess3_token_guess.report",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":
