@@ -15,6 +15,7 @@ from experiments.mess3_belief_geometry import interventions, probing
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
 from rl_harness.analysis import collect_rollouts, load_module
+from rl_harness.analysis.replay import replay_rollouts_named
 from rl_harness.seeding import stream_seed
 from tests.study.test_belief_geometry_configs import TRAINING_LEAVES, budgets, recipe
 
@@ -180,11 +181,23 @@ def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():
         episode_steps=plan.probe_steps,
         **probing.rollout_settings(plan, SEED, make_env, _space(make_env)),
     )
+    # Fewer intervention episodes than probe episodes, as at the CPU budget (64 of 256): every
+    # per-episode array must be cut, the warm-up actions too (a CPU run failed on that).
+    plan = dataclasses.replace(plan, intervention_episodes=plan.probe_episodes // 2)
+    n = plan.intervention_episodes
+    assert rollouts.warmup_actions is not None  # the flagship module reads its previous action
     cut = interventions.intervention_rollouts(rollouts, plan)
-    assert cut.observations.shape[:2] == (plan.intervention_episodes, plan.intervention_steps)
+    assert cut.observations.shape[:2] == (n, plan.intervention_steps)
     assert cut.targets.shape[:2] == cut.representations.shape[:2] == cut.rewards.shape
-    assert cut.warmup_observations.shape[1] == plan.warmup_steps
-    np.testing.assert_array_equal(cut.targets, rollouts.targets[:, : plan.intervention_steps])
+    assert cut.warmup_observations.shape[:2] == (n, plan.warmup_steps)
+    assert cut.warmup_actions.shape[:2] == (n, plan.warmup_steps)
+    assert cut.episode_ids.shape == cut.episode_seeds.shape == (n,)
+    assert all(value.shape[:2] == (n, plan.intervention_steps) for value in cut.side.values())
+    np.testing.assert_array_equal(cut.targets, rollouts.targets[:n, : plan.intervention_steps])
+    np.testing.assert_array_equal(cut.warmup_actions, rollouts.warmup_actions[:n])
+    # What the interventions do with them: replay the cut rollouts through the agent.
+    named = replay_rollouts_named(agent, cut)
+    assert all(value.shape[:2] == (n, plan.intervention_steps) for value in named.values())
     bigger = dataclasses.replace(plan, intervention_steps=plan.probe_steps + 1)
     with pytest.raises(ValueError, match="the rollouts hold"):
         interventions.intervention_rollouts(rollouts, bigger)
