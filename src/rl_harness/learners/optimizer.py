@@ -66,12 +66,13 @@ def muon_param_groups(
     module: torch.nn.Module,
 ) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
     """(Muon's params, AdamW's params): the module's `muon_parameters()` and the rest."""
-    if not hasattr(module, "muon_parameters"):
+    muon_parameters = getattr(module, "muon_parameters", None)
+    if muon_parameters is None:
         raise ValueError(
             f"optimizer 'muon' needs a module with muon_parameters() (an rl_harness "
             f"ActorCriticRLModule); {type(module).__name__} has none"
         )
-    muon = list(module.muon_parameters())
+    muon: list[torch.nn.Parameter] = list(muon_parameters())
     chosen = {id(p) for p in muon}
     rest = [p for p in module.parameters() if p.requires_grad and id(p) not in chosen]
     return [p for p in muon if p.requires_grad], rest

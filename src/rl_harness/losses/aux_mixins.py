@@ -21,7 +21,7 @@ module id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -94,7 +94,15 @@ def _composed_aux_keys(learner_class: type) -> list[AuxKeys]:
     ]
 
 
-class AuxClassificationLossMixin:
+# To mypy the mixin is the Learner it is composed with (its super() calls and the
+# attributes it reads are Learner's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _LearnerBase = Learner
+else:
+    _LearnerBase = object
+
+
+class AuxClassificationLossMixin(_LearnerBase):
     """The shared piece of the aux-loss mixins: one term per mixin composed.
 
     Each subclass only names its `aux_keys`. However many are composed, this class sits once
@@ -114,7 +122,7 @@ class AuxClassificationLossMixin:
     def compute_loss_for_module(
         self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> torch.Tensor:
-        total = super().compute_loss_for_module(
+        total: torch.Tensor = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         for keys in _composed_aux_keys(type(self)):

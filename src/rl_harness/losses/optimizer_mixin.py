@@ -13,7 +13,7 @@ docstring lists the keys); the learning rate stays `config.lr`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
@@ -26,8 +26,15 @@ from rl_harness.learners.optimizer import (
     optimizer_settings,
 )
 
+# To mypy the mixin is the TorchLearner it is composed with (its super() calls and the
+# attributes it reads are TorchLearner's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _LearnerBase = TorchLearner
+else:
+    _LearnerBase = object
 
-class ConfiguredOptimizerMixin:
+
+class ConfiguredOptimizerMixin(_LearnerBase):
     """Learner mixin: one optimizer per module from `optimizer/name` + `optimizer/kwargs`
     (Muon: two, "muon" on the hidden matrices and "adamw" on the rest).
 

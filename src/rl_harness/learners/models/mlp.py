@@ -28,7 +28,7 @@ class MLPActorCritic(ActorCriticRLModule):
     def setup_trunk(self, config: dict[str, Any]) -> int:
         self._lead_dims = 1
         self.encoder = MLPEncoder(
-            flat_feature_dim(self.observation_space),
+            flat_feature_dim(self._observation_space()),
             config_sizes(config, "hidden_sizes", (64, 64), allow_empty=False),
             config_choice(config, "activation", "tanh", ACTIVATIONS),
         )
@@ -40,5 +40,7 @@ class MLPActorCritic(ActorCriticRLModule):
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         obs = batch[Columns.OBS]
         # Everything before the observation's own dims is batch (and maybe time).
-        lead_dims = obs.dim() - len(self.observation_space.shape)
-        return self.encoder(flat_features(obs, self.observation_space, lead_dims)), None
+        space = self._observation_space()
+        lead_dims = obs.dim() - len(space.shape or ())
+        features: torch.Tensor = self.encoder(flat_features(obs, space, lead_dims))
+        return features, None

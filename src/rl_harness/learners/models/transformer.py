@@ -105,7 +105,7 @@ class TransformerActorCritic(ActorCriticRLModule):
         ):
             raise ValueError(f"model_config['window_keys'] must be a list of keys, got {keys!r}")
         self.layout = window_layout(
-            self.observation_space,
+            self._observation_space(),
             context_len,
             feature_dim,
             None if keys is None else tuple(keys),
