@@ -53,7 +53,8 @@ def policy_actions(
         actions = torch.softmax(flat.double(), dim=-1).numpy()
     elif isinstance(space, gym.spaces.Box):
         dist = module.get_inference_action_dist_cls().from_logits(flat)
-        actions = dist.to_deterministic().sample().double().numpy()
+        mean: torch.Tensor = dist.to_deterministic().sample()  # a torch module's: a Tensor
+        actions = mean.double().numpy()
         if action_transform is not None:
             actions = np.asarray(action_transform(actions), dtype=np.float64)
     else:
