@@ -419,18 +419,18 @@ def _execute_locally(
                 active.append((run, process, log))
                 _start(run, on_change)
             for entry in list(active):
-                run, process, log = entry
+                run, process, output = entry
                 code = process.poll()
                 if code is not None:
-                    log.close()
+                    output.close()
                     active.remove(entry)
                     _end(run, code, on_change)
             time.sleep(poll_s)
     finally:
-        for run, process, log in active:  # the sweep itself was stopped: stop its children
+        for run, process, output in active:  # the sweep itself was stopped: stop its children
             process.terminate()
             process.wait()
-            log.close()
+            output.close()
             _end(run, process.returncode, on_change)
 
 

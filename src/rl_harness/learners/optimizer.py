@@ -49,7 +49,7 @@ MUON_DEFAULTS: dict[str, Any] = {"adjust_lr_fn": "match_rms_adamw"}
 
 
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], name: str, **kwargs: Any
+    params: Iterable[torch.Tensor], name: str, **kwargs: Any
 ) -> torch.optim.Optimizer:
     """`OPTIMIZERS[name](params, **kwargs)`; lists in kwargs become tuples (JSON configs).
 
@@ -81,7 +81,7 @@ def muon_param_groups(
 def _build(
     cls: type[torch.optim.Optimizer],
     name: str,
-    params: Iterable[torch.nn.Parameter],
+    params: Iterable[torch.Tensor],
     kwargs: dict[str, Any],
 ) -> torch.optim.Optimizer:
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}

@@ -21,7 +21,7 @@ module id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -122,9 +122,12 @@ class AuxClassificationLossMixin(_LearnerBase):
     def compute_loss_for_module(
         self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> torch.Tensor:
-        total: torch.Tensor = super().compute_loss_for_module(
+        # To mypy super() is the abstract Learner; at run time it is the algorithm's torch
+        # learner (e.g. PPOTorchLearner), whose loss is a Tensor.
+        base = super().compute_loss_for_module(  # type: ignore[safe-super]
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        total = cast(torch.Tensor, base)
         for keys in _composed_aux_keys(type(self)):
             total = add_aux_classification_loss(
                 self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 
@@ -55,7 +56,10 @@ class ConfiguredOptimizerMixin(_LearnerBase):
                 lr_or_lr_schedule=config.lr,
             )
             return
-        matrices, rest = muon_param_groups(getattr(module, "unwrapped", lambda: module)())
+        torch_module = getattr(module, "unwrapped", lambda: module)()  # DDP-wrapped or not
+        if not isinstance(torch_module, torch.nn.Module):
+            raise TypeError(f"optimizer 'muon' needs a torch module, got {type(module).__name__}")
+        matrices, rest = muon_param_groups(torch_module)
         adamw_kwargs = adamw_settings(config.learner_config_dict)
         for group, params, optimizer in (
             (MUON, matrices, make_optimizer(matrices, MUON, **kwargs)),

@@ -311,7 +311,7 @@ class VastClient:
 
     # -- endpoints -------------------------------------------------------------------------
 
-    def search_offers(self, query: dict) -> list[dict[str, Any]]:
+    def search_offers(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         """POST /bundles/ with the filter object (field: {op: value}) as the JSON body."""
         out = self._request("POST", f"{V0}/bundles/", body=query, public=True)
         return list(out.get("offers", []))

@@ -189,7 +189,9 @@ class OccupancyControlTask:
         before = transition.state_before
         if self._copies.shape[0] != before.shape[0]:
             self._copies = np.arange(before.shape[0])
-        rows = transition.transition_matrices[self._copies, before]  # (n, 3)
+        matrices = transition.transition_matrices
+        assert matrices is not None  # a ContinuousTask's moves always carry them (task.py)
+        rows = matrices[self._copies, before]  # (n, 3)
         if self._positive:
             terms = rows * (np.log(rows) - self._log_base[before])
         else:

@@ -131,8 +131,8 @@ def distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     distinct, so sharing is always exact. Other dtypes use unique(dim=0).
     """
     if x.dtype != torch.float32:
-        distinct: tuple[torch.Tensor, torch.Tensor] = torch.unique(x, dim=0, return_inverse=True)
-        return distinct
+        unique_rows: tuple[torch.Tensor, torch.Tensor] = torch.unique(x, dim=0, return_inverse=True)
+        return unique_rows
     bits = x.view(torch.int32).long() + 2**31  # each column's pattern in [0, 2^32)
     ids = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
     count = 1
@@ -386,7 +386,10 @@ class CausalTransformerEncoder(nn.Module):
         if width > self.context_len:
             raise ValueError(f"window of {width} positions exceeds context_len {self.context_len}")
         trie = prefix_trie(symbols, vocab)
-        table = self.embed.weight if self.token_input else self.embed(rows)
+        # Token inputs: the nn.Embedding's table; features: the nn.Linear on the distinct rows.
+        table: torch.Tensor = (
+            cast(nn.Embedding, self.embed).weight if self.token_input else self.embed(rows)
+        )
         h = table.index_select(0, trie.symbol)
         if self.position is not None:
             h = h + self.position[trie.depth]

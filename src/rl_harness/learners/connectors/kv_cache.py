@@ -366,10 +366,11 @@ class KVCacheLearnerMixin:
             if not self.gae_without_autograd:
                 gae = []
             for piece in gae:
-                connector.insert_before(
-                    GeneralAdvantageEstimation,
-                    NoGradGeneralAdvantageEstimation(gamma=piece.gamma, lambda_=piece.lambda_),
+                # RLlib's GAE __init__ (which the piece inherits) is unannotated.
+                no_grad = NoGradGeneralAdvantageEstimation(  # type: ignore[no-untyped-call]
+                    gamma=piece.gamma, lambda_=piece.lambda_
                 )
+                connector.insert_before(GeneralAdvantageEstimation, no_grad)
                 connector.remove(GeneralAdvantageEstimation)
 
 

@@ -71,7 +71,7 @@ class NextTokenAuxHeadMixin(_ModuleBase):
 
     @override(RLModule)
     def setup(self) -> None:
-        super().setup()
+        super().setup()  # type: ignore[no-untyped-call]  # RLlib's setup is unannotated
         self.next_token_aux_head = build_aux_head(self, NEXT_TOKEN_AUX)
 
     @override(RLModule)
@@ -91,7 +91,7 @@ class StateAuxHeadMixin(_ModuleBase):
 
     @override(RLModule)
     def setup(self) -> None:
-        super().setup()
+        super().setup()  # type: ignore[no-untyped-call]  # RLlib's setup is unannotated
         self.state_aux_head = build_aux_head(self, STATE_AUX)
 
     @override(RLModule)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -48,7 +48,8 @@ class GRUActorCritic(ActorCriticRLModule):
         return self.gru.output_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.gru.gru.weight_ih_l0]
+        # nn.GRU's input-to-hidden weights are Parameters (typed as Tensor | Module by torch).
+        return [cast(torch.nn.Parameter, self.gru.gru.weight_ih_l0)]
 
     @override(RLModule)
     def get_initial_state(self) -> dict[str, np.ndarray]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -35,7 +35,8 @@ class MLPActorCritic(ActorCriticRLModule):
         return self.encoder.output_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.encoder.net[0].weight]
+        # The first layer is an nn.Linear (MLPEncoder): its weight is a Parameter.
+        return [cast(torch.nn.Parameter, self.encoder.net[0].weight)]
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         obs = batch[Columns.OBS]

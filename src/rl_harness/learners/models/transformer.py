@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -158,7 +158,9 @@ class TransformerActorCritic(ActorCriticRLModule):
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
         position = self.transformer.position
-        return [self.transformer.embed.weight] + ([position] if position is not None else [])
+        # The embedding is an nn.Embedding or nn.Linear: its weight is a Parameter.
+        embed = cast(torch.nn.Parameter, self.transformer.embed.weight)
+        return [embed] + ([position] if position is not None else [])
 
     def _window(self, batch: dict[str, Any]) -> torch.Tensor:
         """The model's input: the newest `window` positions, oldest first."""
