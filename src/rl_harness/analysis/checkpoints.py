@@ -64,11 +64,14 @@ def load_module(checkpoint: Path, module_id: str = DEFAULT_MODULE_ID) -> RLModul
     The module's class must be importable here (e.g. a recipe's module class: install the
     experiment package).
     """
+    import torch
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     path = module_checkpoint_dir(checkpoint, module_id)
     with _rllib_deprecations_quiet():
         module = RLModule.from_checkpoint(path)
+    if not isinstance(module, torch.nn.Module):  # eval() is torch's
+        raise TypeError(f"{path} holds a {type(module).__name__}, not a torch RLModule")
     module.eval()
     return module
 

@@ -81,13 +81,16 @@ def score_values(value: Any, path: str = "score") -> Any:
     )
 
 
-def _scored(score: Callable[[Rollouts], Mapping[str, Any]] | None, rollouts: Rollouts) -> dict:
+def _scored(
+    score: Callable[[Rollouts], Mapping[str, Any]] | None, rollouts: Rollouts
+) -> dict[str, Any]:
     if score is None:
         return {}
     values = score(rollouts)
     if not isinstance(values, Mapping):
         raise TypeError(f"score must return a mapping of names to values, got {type(values)}")
-    return score_values(values)
+    scores: dict[str, Any] = score_values(values)
+    return scores
 
 
 def _branch_codes(
@@ -247,6 +250,8 @@ def counterfactual_representations(
             f"edited observations {edited.shape} differ from the rollouts' "
             f"{rollouts.observations.shape}"
         )
+    if not isinstance(module, torch.nn.Module):  # eval()/train() below are torch's
+        raise TypeError(f"expected a torch RLModule, got {type(module).__name__}")
     stepper = ModuleStepper(module, n, representation=representation)
     prep = preprocess or (lambda obs: obs)
     clean, changed = [], []

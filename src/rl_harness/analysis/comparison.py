@@ -227,12 +227,15 @@ def _headline_in(source: Path) -> tuple[str, ...]:
     except (OSError, SyntaxError, ValueError):
         return ()
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets = [node.target]
+        if isinstance(node, ast.Assign):
+            targets, assigned = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, assigned = [node.target], node.value
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == "HEADLINE" for t in targets):
             try:
-                value = ast.literal_eval(node.value)
+                value = ast.literal_eval(assigned)
             except ValueError:
                 return ()
             if isinstance(value, tuple | list) and all(isinstance(k, str) for k in value):
@@ -308,7 +311,7 @@ def every_metric(records: Sequence[RunRecord]) -> list[str]:
 def _matches(value: Any, wanted: Any) -> bool:
     """A config value against a wanted one: equal as JSON values, else as text."""
     if not isinstance(wanted, str):
-        return value == wanted
+        return bool(value == wanted)
     try:
         parsed = json.loads(wanted)
     except json.JSONDecodeError:
@@ -340,8 +343,11 @@ def _entries(
             unit = f"{record.run_id}/{trial.get('trial_id')}"
             units.append((unit, trial.get("seed"), final, trial_config))
     else:
-        units.append((record.run_id, record.manifest.get("seed"), record.final_metrics, None))
-    entries, known, dropped = [], set(), 0
+        seed = (record.manifest or {}).get("seed")
+        units.append((record.run_id, seed, record.final_metrics, None))
+    entries: list[RunEntry] = []
+    known: set[str] = set()
+    dropped = 0
     for run_id, seed, final, unit_config in units:
         config = unit_config if unit_config is not None else record.config
         if where and not all(
@@ -449,7 +455,8 @@ def _check_config_keys(records: Sequence[RunRecord], keys: Sequence[str], flag: 
 def _status_counts(records: Sequence[RunRecord]) -> str:
     counts: dict[str, int] = {}
     for record in records:
-        counts[record.status] = counts.get(record.status, 0) + 1
+        status = str(record.status)  # "None" without a manifest
+        counts[status] = counts.get(status, 0) + 1
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
@@ -553,8 +560,8 @@ def compare_runs(
     known: set[str] = set()
     dropped = 0
     for record in completed:
-        found, names, left_out = _entries(record, keys, group_by, where)
-        entries.extend(found)
+        record_entries, names, left_out = _entries(record, keys, group_by, where)
+        entries.extend(record_entries)
         known |= names
         dropped += left_out
     if where:
@@ -580,7 +587,7 @@ def compare_runs(
     for arm in sorted({e.arm for e in entries}):
         members = [e for e in entries if e.arm == arm]
         summaries = {
-            key: mean_interval([e.values[key] for e in members if e.values[key] is not None])
+            key: mean_interval([v for e in members if (v := e.values[key]) is not None])
             for key in keys
         }
         arms.append(ArmSummary(arm, len(members), [e.seed for e in members], summaries))

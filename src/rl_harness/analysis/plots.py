@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from rl_harness.harness.metric_keys import ENV_STEPS_KEY, RETURN_KEY
+
+if TYPE_CHECKING:
+    from matplotlib.patches import Patch
 
 # Corners of the 2-simplex in the plane: state 0 bottom left, 1 bottom right, 2 on top.
 SIMPLEX_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
@@ -25,7 +28,8 @@ def barycentric_xy(points: np.ndarray) -> np.ndarray:
     points = np.asarray(points, dtype=np.float64)
     if points.ndim != 2 or points.shape[1] != 3:
         raise ValueError(f"expected (n, 3) points on the 2-simplex, got shape {points.shape}")
-    return points @ SIMPLEX_CORNERS
+    result: np.ndarray = points @ SIMPLEX_CORNERS
+    return result
 
 
 def belief_colors(beliefs: np.ndarray) -> np.ndarray:
@@ -111,7 +115,9 @@ def plot_belief_simplex(
     return save_png(fig, path, layout=False)
 
 
-def belief_color_key(state_names: Sequence[str] = ("state 0", "state 1", "state 2")) -> list:
+def belief_color_key(
+    state_names: Sequence[str] = ("state 0", "state 1", "state 2"),
+) -> list[Patch]:
     """Legend handles for RGB = belief: red, green, blue for all belief on each state. The
     swatches are a shade darker than the pure colours, so a pixel test of where the points
     of a colour lie is not pulled toward the legend."""

@@ -19,6 +19,11 @@ def _block_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- report:{name} -->\n)(.*?)(<!-- /report:{name} -->)", re.DOTALL)
 
 
+def _body_replacer(table: str) -> Callable[[re.Match[str]], str]:
+    """A block's opening and closing lines kept, its body replaced by `table`."""
+    return lambda m: m.group(1) + table + "\n" + m.group(3)
+
+
 def render_blocks(text: str, tables: Mapping[str, str]) -> str:
     """`text` with each block's body replaced by its table; a table whose block the text
     lacks is an error (KeyError naming it): the README names every generated table."""
@@ -26,7 +31,7 @@ def render_blocks(text: str, tables: Mapping[str, str]) -> str:
         pattern = _block_pattern(name)
         if not pattern.search(text):
             raise KeyError(f"the README has no <!-- report:{name} --> block")
-        text = pattern.sub(lambda m, t=table: m.group(1) + t + "\n" + m.group(3), text)
+        text = pattern.sub(_body_replacer(table), text)
     return text
 
 

@@ -146,12 +146,14 @@ class RunArtifacts(RunRecord):
         found = []
         for trial_id in [*recorded, *(t for t in folders if t not in recorded)]:
             record = recorded.get(trial_id, {})
-            folder = folders.get(trial_id)
+            trial_folder = folders.get(trial_id)
             own = rows.get(trial_id, [])
             on_disk = (
-                sorted(p for p in folder.glob("checkpoint_*") if is_checkpoint(p)) if folder else []
+                sorted(p for p in trial_folder.glob("checkpoint_*") if is_checkpoint(p))
+                if trial_folder
+                else []
             )
-            final = _in_trial(self.paths.resolve(record.get("checkpoint")), folder) or (
+            final = _in_trial(self.paths.resolve(record.get("checkpoint")), trial_folder) or (
                 on_disk[-1] if on_disk else None
             )
             seed = record.get("seed", own[-1].get("seed") if own else None)
@@ -168,9 +170,9 @@ class RunArtifacts(RunRecord):
                     checkpoints=on_disk,
                     final_checkpoint=final,
                     best_checkpoint=_in_trial(
-                        self.paths.resolve(record.get("best_checkpoint")), folder
+                        self.paths.resolve(record.get("best_checkpoint")), trial_folder
                     ),
-                    trial_dir=folder,
+                    trial_dir=trial_folder,
                 )
             )
         return found

@@ -232,7 +232,8 @@ def random_relu_features(
     z = (x - mean) / np.where(scale > 0, scale, 1.0)
     weights = rng.normal(0.0, 1.0 / np.sqrt(x.shape[2]), size=(x.shape[2], width))
     bias = rng.normal(0.0, 1.0, size=width)
-    return np.maximum(z @ weights + bias, 0.0)
+    result: np.ndarray = np.maximum(z @ weights + bias, 0.0)
+    return result
 
 
 def random_feature_probe(
@@ -331,11 +332,13 @@ def untrained_like(module: RLModule, seed: int) -> RLModule:
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    config = module.model_config or {}
     spec = RLModuleSpec(
         module_class=type(module),
         observation_space=module.observation_space,
         action_space=module.action_space,
-        model_config=dict(module.model_config or {}),
+        # A copy of a dict config; RLlib's DefaultModelConfig dataclass is frozen already.
+        model_config=dict(config) if isinstance(config, dict) else config,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

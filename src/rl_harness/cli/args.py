@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
+from typing import NoReturn
 
 from rl_harness.harness.interrupts import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rl_harness.harness.redaction import redact_env
@@ -30,7 +31,7 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors raise UsageError instead of printing usage and exiting
     (its subcommand parsers are OneLineParsers too)."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rl_harness.cli.args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OneLineParser, fail, parse
 from rl_harness.harness.redaction import redact_env
+
+if TYPE_CHECKING:  # boto3 loads only when a command runs
+    from rl_harness.harness.storage.config import B2Config
 
 
 def _fail(prog: str, message: str, code: int = EXIT_USAGE, secrets: tuple[str, ...] = ()) -> int:
     return fail(message, prog=prog, code=code, secrets=secrets)
 
 
-def _config(prog: str):
+def _config(prog: str) -> B2Config | int:
     """The B2 config, or the exit code after one error line."""
     from rl_harness.harness.storage.config import StorageConfigError, required_b2_config
 

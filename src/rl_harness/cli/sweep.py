@@ -115,7 +115,7 @@ def without_set(passthrough: list[str]) -> list[str]:
     return kept
 
 
-def _row(run, now: float) -> list[str]:
+def _row(run: SweepRun, now: float) -> list[str]:
     from rl_harness.harness.console import duration_text
 
     elapsed = run.elapsed(now)
@@ -135,10 +135,10 @@ HEADER = ["target", "arm", "seed", "status", "run id", "elapsed"]
 class Table:
     """The live progress table: redrawn in place on a terminal, else one line per change."""
 
-    def __init__(self, runs, live: bool) -> None:
+    def __init__(self, runs: list[SweepRun], live: bool) -> None:
         self.runs, self.live, self.drawn = runs, live, 0
 
-    def update(self, run) -> None:
+    def update(self, run: SweepRun) -> None:
         from rl_harness.harness.console import text_table
 
         now = time.monotonic()

@@ -65,8 +65,9 @@ class _Out:
 # -- parser -----------------------------------------------------------------------------------
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _common() -> OneLineParser:
+    # A OneLineParser only because typeshed wants parents of the subparsers' own class.
+    common = OneLineParser(add_help=False)
     common.add_argument("--url", help="vast API base URL (default $VAST_URL or the console)")
     common.add_argument("--state-dir", type=Path, help=f"default {default_state_dir()}")
     common.add_argument(
@@ -75,8 +76,8 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def _offer_options() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+def _offer_options() -> OneLineParser:
+    p = OneLineParser(add_help=False)
     g = p.add_argument_group("offer filters")
     g.add_argument("--gpu-name", help='exact vast GPU name, e.g. "RTX 4090"')
     g.add_argument("--num-gpus", type=int, default=1)
@@ -165,7 +166,7 @@ def _state(args: argparse.Namespace) -> StateFile:
 
 def _quarantine_path(args: argparse.Namespace) -> Path:
     if getattr(args, "quarantine_file", None):
-        return args.quarantine_file
+        return Path(args.quarantine_file)
     return _state(args).dir / "quarantine.txt"
 
 

@@ -68,7 +68,7 @@ def declared_budgets(module: Any) -> tuple[dict[str, Any], str] | None:
     if len(kinds) != 1 or not all(dataclasses.is_dataclass(v) for v in budgets.values()):
         raise BudgetError(f"{name}.BUDGETS must hold instances of one dataclass")
     default = getattr(module, "DEFAULT_BUDGET", None)
-    if default not in budgets:
+    if not isinstance(default, str) or default not in budgets:
         raise BudgetError(
             f"{name}.DEFAULT_BUDGET must name one of its BUDGETS ({', '.join(budgets)}), "
             f"got {default!r}"

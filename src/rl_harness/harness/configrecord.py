@@ -158,7 +158,9 @@ def _public_values(config: AlgorithmConfig, values: Mapping[str, Any]) -> dict[s
     return public
 
 
-def config_record(config: AlgorithmConfig, overrides: Mapping[str, Any] | None = None) -> dict:
+def config_record(
+    config: AlgorithmConfig, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """config.json's content for `config` (with Tune's per-trial `overrides` applied)."""
     values = config.to_dict()
     values.update(_public_values(config, values))
@@ -169,10 +171,11 @@ def config_record(config: AlgorithmConfig, overrides: Mapping[str, Any] | None =
         "module": _module_record(config),
         **config_value(values),
     }
-    return redact_record(record)
+    redacted: dict[str, Any] = redact_record(record)
+    return redacted
 
 
-def trial_config_record(config: AlgorithmConfig, trial_config: Mapping[str, Any]) -> dict:
+def trial_config_record(config: AlgorithmConfig, trial_config: Mapping[str, Any]) -> dict[str, Any]:
     """A Tune trial's resolved config: the run's config updated with the trial's values."""
     try:
         resolved = config.copy(copy_frozen=False)

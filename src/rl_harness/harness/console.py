@@ -229,7 +229,7 @@ def ray_logs_dir() -> Path | None:
         import ray
 
         node = ray._private.worker.global_worker.node  # no public accessor in Ray 2.60
-        return Path(node.get_logs_dir_path())
+        return None if node is None else Path(node.get_logs_dir_path())
     except Exception:
         return None
 

@@ -6,6 +6,7 @@ import hashlib
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rl_harness.harness.layout import MANIFEST_NAME
 from rl_harness.harness.redaction import redact_url
@@ -24,7 +25,7 @@ class GitIdentity:
     patch: str = field(default="", repr=False)  # working_tree_patch() text, "" when clean
     run_records: int = 0  # changed paths inside run folders: not counted (see git_identity)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "root": self.root,
             "commit": self.commit,

@@ -143,8 +143,10 @@ def settings_for_show(target: str, options: RunOptions) -> str:
     (recipe.budget_declarations); no folder, no Ray."""
     options = options.checked()
 
-    def imported() -> ModuleType | None:  # when the declarations cannot be read apart
-        return _load(target, options).module
+    def imported() -> ModuleType:  # when the declarations cannot be read apart
+        module = _load(target, options).module
+        assert module is not None  # load_recipe always sets it
+        return module
 
     with budget_declarations(target, imported) as module:
         chosen = resolve_budget(module, options.budget, options.overrides, smoke=options.smoke)

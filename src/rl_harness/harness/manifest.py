@@ -27,7 +27,8 @@ def manifest_path(results_dir: Path) -> Path:
 
 def read_manifest(results_dir: Path) -> dict[str, Any]:
     """The manifest of the run in `results_dir` (to update it and write it back)."""
-    return read_json(manifest_path(results_dir))
+    result: dict[str, Any] = read_json(manifest_path(results_dir))
+    return result
 
 
 def load_manifest(results_dir: Path) -> dict[str, Any] | None:

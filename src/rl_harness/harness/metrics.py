@@ -57,7 +57,9 @@ def flatten(result: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _scalar(value: Any) -> int | float | None:
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, Number):
+    # Tested as a flag: narrowed to the abstract Number, `value` would not pass to int()/float().
+    is_number = isinstance(value, Number)
+    if is_number:
         if isinstance(value, int) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
             return int(value)
         number = float(value)

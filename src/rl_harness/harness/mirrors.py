@@ -108,7 +108,10 @@ class TensorBoardMirror:
         # then takes its metric columns from the run's scalars (add_hparams would write a
         # separate run with only the metrics passed to it).
         hparams = {key: param_value(value) for key, value in params.items()}
-        self.writer.file_writer.add_summary(summary_v2.hparams_pb(hparams))
+        file_writer = self.writer.file_writer
+        if file_writer is None:  # SummaryWriter opens it in __init__; close() drops it
+            raise RuntimeError(f"the TensorBoard writer of {self.logdir} is closed")
+        file_writer.add_summary(summary_v2.hparams_pb(hparams))
         self.writer.flush()
 
     def log(self, values: dict[str, float], step: int) -> None:

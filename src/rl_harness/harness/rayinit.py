@@ -168,7 +168,8 @@ def prefer_driver_environment() -> None:
     recipe imports Ray; `start_ray` also corrects an already-imported Ray.
     """
     os.environ.setdefault(UV_HOOK_VARIABLE, "0")
-    constants = sys.modules.get("ray._private.ray_constants")
+    # Any: the constant is set on a module object mypy knows only as ModuleType.
+    constants: Any = sys.modules.get("ray._private.ray_constants")
     if constants is not None and os.environ[UV_HOOK_VARIABLE] == "0":
         constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
 

@@ -38,13 +38,14 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rl_harness.harness.atomic import RecordReadError
 from rl_harness.harness.budgets import field_types, split_override
 from rl_harness.harness.context import RunOptions, new_run_id
 from rl_harness.harness.hardware import TORCH_THREADS_ENV
-from rl_harness.harness.interrupts import COMPLETED, FAILED
+from rl_harness.harness.interrupts import COMPLETED as COMPLETED  # the status the CLI reads
+from rl_harness.harness.interrupts import FAILED
 from rl_harness.harness.layout import ARTIFACTS_PARENT, CONSOLE_LOG_NAME, RESULTS_PARENT
 from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.recipe import RecipeError, looks_like_target
@@ -400,7 +401,7 @@ def _execute_locally(
 ) -> None:
     width = local_parallelism(sweep.cpus_per_run)
     waiting = list(todo)
-    active: list[tuple[SweepRun, subprocess.Popen, Any]] = []
+    active: list[tuple[SweepRun, subprocess.Popen[bytes], BinaryIO]] = []
     try:
         while waiting or active:
             while waiting and len(active) < width:
@@ -418,18 +419,18 @@ def _execute_locally(
                 active.append((run, process, log))
                 _start(run, on_change)
             for entry in list(active):
-                run, process, log = entry
+                run, process, output = entry
                 code = process.poll()
                 if code is not None:
-                    log.close()
+                    output.close()
                     active.remove(entry)
                     _end(run, code, on_change)
             time.sleep(poll_s)
     finally:
-        for run, process, log in active:  # the sweep itself was stopped: stop its children
+        for run, process, output in active:  # the sweep itself was stopped: stop its children
             process.terminate()
             process.wait()
-            log.close()
+            output.close()
             _end(run, process.returncode, on_change)
 
 

@@ -49,7 +49,7 @@ MUON_DEFAULTS: dict[str, Any] = {"adjust_lr_fn": "match_rms_adamw"}
 
 
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], name: str, **kwargs: Any
+    params: Iterable[torch.Tensor], name: str, **kwargs: Any
 ) -> torch.optim.Optimizer:
     """`OPTIMIZERS[name](params, **kwargs)`; lists in kwargs become tuples (JSON configs).
 
@@ -66,12 +66,13 @@ def muon_param_groups(
     module: torch.nn.Module,
 ) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
     """(Muon's params, AdamW's params): the module's `muon_parameters()` and the rest."""
-    if not hasattr(module, "muon_parameters"):
+    muon_parameters = getattr(module, "muon_parameters", None)
+    if muon_parameters is None:
         raise ValueError(
             f"optimizer 'muon' needs a module with muon_parameters() (an rl_harness "
             f"ActorCriticRLModule); {type(module).__name__} has none"
         )
-    muon = list(module.muon_parameters())
+    muon: list[torch.nn.Parameter] = list(muon_parameters())
     chosen = {id(p) for p in muon}
     rest = [p for p in module.parameters() if p.requires_grad and id(p) not in chosen]
     return [p for p in muon if p.requires_grad], rest
@@ -80,7 +81,7 @@ def muon_param_groups(
 def _build(
     cls: type[torch.optim.Optimizer],
     name: str,
-    params: Iterable[torch.nn.Parameter],
+    params: Iterable[torch.Tensor],
     kwargs: dict[str, Any],
 ) -> torch.optim.Optimizer:
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}

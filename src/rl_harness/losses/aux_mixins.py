@@ -21,7 +21,7 @@ module id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -94,7 +94,15 @@ def _composed_aux_keys(learner_class: type) -> list[AuxKeys]:
     ]
 
 
-class AuxClassificationLossMixin:
+# To mypy the mixin is the Learner it is composed with (its super() calls and the
+# attributes it reads are Learner's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _LearnerBase = Learner
+else:
+    _LearnerBase = object
+
+
+class AuxClassificationLossMixin(_LearnerBase):
     """The shared piece of the aux-loss mixins: one term per mixin composed.
 
     Each subclass only names its `aux_keys`. However many are composed, this class sits once
@@ -114,9 +122,12 @@ class AuxClassificationLossMixin:
     def compute_loss_for_module(
         self, *, module_id: str, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> torch.Tensor:
-        total = super().compute_loss_for_module(
+        # To mypy super() is the abstract Learner; at run time it is the algorithm's torch
+        # learner (e.g. PPOTorchLearner), whose loss is a Tensor.
+        base = super().compute_loss_for_module(  # type: ignore[safe-super]
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+        total = cast(torch.Tensor, base)
         for keys in _composed_aux_keys(type(self)):
             total = add_aux_classification_loss(
                 self,

@@ -13,8 +13,9 @@ docstring lists the keys); the learning rate stays `config.lr`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 
@@ -26,8 +27,15 @@ from rl_harness.learners.optimizer import (
     optimizer_settings,
 )
 
+# To mypy the mixin is the TorchLearner it is composed with (its super() calls and the
+# attributes it reads are TorchLearner's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _LearnerBase = TorchLearner
+else:
+    _LearnerBase = object
 
-class ConfiguredOptimizerMixin:
+
+class ConfiguredOptimizerMixin(_LearnerBase):
     """Learner mixin: one optimizer per module from `optimizer/name` + `optimizer/kwargs`
     (Muon: two, "muon" on the hidden matrices and "adamw" on the rest).
 
@@ -48,7 +56,10 @@ class ConfiguredOptimizerMixin:
                 lr_or_lr_schedule=config.lr,
             )
             return
-        matrices, rest = muon_param_groups(getattr(module, "unwrapped", lambda: module)())
+        torch_module = getattr(module, "unwrapped", lambda: module)()  # DDP-wrapped or not
+        if not isinstance(torch_module, torch.nn.Module):
+            raise TypeError(f"optimizer 'muon' needs a torch module, got {type(module).__name__}")
+        matrices, rest = muon_param_groups(torch_module)
         adamw_kwargs = adamw_settings(config.learner_config_dict)
         for group, params, optimizer in (
             (MUON, matrices, make_optimizer(matrices, MUON, **kwargs)),

@@ -31,7 +31,7 @@ and `next_token/accuracy` (argmax = the next token).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import torch
@@ -74,7 +74,15 @@ def next_token_loss(
     return loss, accuracy
 
 
-class SupervisedNextTokenLossMixin:
+# To mypy the mixin is the Learner it is composed with (its super() calls and the
+# attributes it reads are Learner's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _LearnerBase = Learner
+else:
+    _LearnerBase = object
+
+
+class SupervisedNextTokenLossMixin(_LearnerBase):
     """Replaces the algorithm's loss by the next token's cross-entropy on the policy logits."""
 
     @override(Learner)

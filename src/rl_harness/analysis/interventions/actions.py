@@ -18,7 +18,7 @@ fully before the clip but is saturated reads fraction 1 before and less after it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -53,7 +53,9 @@ def policy_actions(
         actions = torch.softmax(flat.double(), dim=-1).numpy()
     elif isinstance(space, gym.spaces.Box):
         dist = module.get_inference_action_dist_cls().from_logits(flat)
-        actions = dist.to_deterministic().sample().double().numpy()
+        # A torch module's distribution: its sample is a Tensor.
+        mean = cast(torch.Tensor, dist.to_deterministic().sample())
+        actions = mean.double().numpy()
         if action_transform is not None:
             actions = np.asarray(action_transform(actions), dtype=np.float64)
     else:

@@ -21,4 +21,5 @@ def other_step_beliefs(targets: np.ndarray, rng: np.random.Generator) -> np.ndar
     if episodes < 2:
         raise ValueError("other steps' beliefs need at least 2 episodes")
     other = (np.arange(episodes)[:, None] + rng.integers(1, episodes, (episodes, steps))) % episodes
-    return beliefs[other, rng.integers(0, steps, (episodes, steps))]
+    result: np.ndarray = beliefs[other, rng.integers(0, steps, (episodes, steps))]
+    return result

@@ -67,7 +67,8 @@ def minimum_norm_edit(
         raise ValueError(
             f"targets must be (n, k) = ({h.shape[0]}, {probe.weights.shape[1]}), got {goal.shape}"
         )
-    return (goal - probe.predict(h)) @ probe_subspace(probe, rank_tol).inverse
+    result: np.ndarray = (goal - probe.predict(h)) @ probe_subspace(probe, rank_tol).inverse
+    return result
 
 
 def orthogonal_directions(

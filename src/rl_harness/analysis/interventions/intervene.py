@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -136,10 +136,17 @@ def _repeat_rows(tree: Any, times: int) -> Any:
     return tree.repeat(times, *([1] * (tree.dim() - 1)))
 
 
+def _goal(edit: BeliefEdit) -> np.ndarray:
+    """The edit's targets or its shift (_check_edit made sure it has exactly one)."""
+    goal = edit.targets if edit.targets is not None else edit.shift
+    assert goal is not None
+    return goal
+
+
 def _check_edit(name: str, edit: BeliefEdit, shape: tuple[int, int], k: int, d: int) -> None:
     if (edit.targets is None) == (edit.shift is None):
         raise ValueError(f"edit {name!r} needs exactly one of targets and shift")
-    goal = edit.targets if edit.targets is not None else edit.shift
+    goal = _goal(edit)
     if np.shape(goal) != (*shape, k):
         raise ValueError(f"edit {name!r}: targets/shift must be (E, T, k) = {(*shape, k)}")
     if edit.directions is not None and np.shape(edit.directions) != (*shape, d):
@@ -235,9 +242,7 @@ def intervene(
         by_layer=by_layer,
         carry_edit=carry_edit,
         # (C, E, T, k) goals, (C,) reads / directed, (C, E, T, d) directions or None.
-        goals=np.stack(
-            [e.targets if e.targets is not None else e.shift for e in edits.values()]
-        ).astype(np.float64),
+        goals=np.stack([_goal(e) for e in edits.values()]).astype(np.float64),
         reads=np.array([e.targets is not None for e in edits.values()]),
         directed=np.array([e.directions is not None for e in edits.values()]),
         directions=(
@@ -294,6 +299,9 @@ def _intervene_rows(
     read = residual_representations if plan.by_layer else encode_representation
     stepper = ModuleStepper(module, m, representation=read)
     device, stateful = stepper.device, stepper.stateful
+    # intervene checked these APIs (require_intervention_api) before any row ran.
+    heads = cast(PolicyHeadsAPI, module)
+    editable = cast(ResidualEditAPI, module) if plan.by_layer else None
 
     def tensor(values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values, device=device)
@@ -304,8 +312,8 @@ def _intervene_rows(
     reads = tensor(np.repeat(plan.reads, m).astype(np.float64))[:, None]
     directed = tensor(np.repeat(plan.directed, m))[:, None]
     edited_state = None
-    before: list[dict[str, np.ndarray]] = []
-    after: list[dict[str, np.ndarray]] = []
+    before: list[dict[str, torch.Tensor]] = []
+    after: list[dict[str, torch.Tensor]] = []
     for t in range(observations.shape[1]):
         step_obs = observations[:, t]
         batch, features = stepper.read_tensors(preprocess(step_obs) if preprocess else step_obs)
@@ -337,8 +345,8 @@ def _intervene_rows(
         if stateful:
             carried = plan.carry_edit and edited_state is not None
             many[STATE_IN] = edited_state if carried else _repeat_rows(batch[STATE_IN], conditions)
-        if plan.by_layer:
-            residuals, edited_rep, edited_out = module.encode_step_edited(
+        if editable is not None:  # plan.by_layer
+            residuals, edited_rep, edited_out = editable.encode_step_edited(
                 step_batch(many) if stateful else many, plan.layer, edits.apply
             )
             if plan.carry_edit:
@@ -348,8 +356,8 @@ def _intervene_rows(
             edited_rep = edits.apply(residuals)
         delta = edits.delta(residuals)
         edited = (residuals + delta.to(residuals.dtype)).double()
-        inputs, values = module.forward_heads(representation)
-        edited_inputs, edited_values = module.forward_heads(edited_rep)
+        inputs, values = heads.forward_heads(representation)
+        edited_inputs, edited_values = heads.forward_heads(edited_rep)
         h = residual.double()
         before.append(
             {

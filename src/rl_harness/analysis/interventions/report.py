@@ -238,8 +238,6 @@ def belief_interventions(
         name: optimal(np.asarray(cf)[test]) - base for name, cf in counterfactuals.items()
     }
     weights = bootstrap_weights(len(test), n_bootstrap, stream_rng(seed, *stream, "bootstrap"))
-    common = dict(weights=weights, confidence=confidence)
-
     results: dict[str, dict[str, LayerInterventions]] = {}
     shifts: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
     for label, member in modules.items():
@@ -300,15 +298,20 @@ def belief_interventions(
                 key = f"{name}/{BELIEF}"
                 miss = done.probe_after[key] - np.asarray(counterfactuals[name])[test]
                 scores[name] = EditScores(
-                    belief=shift_scores(*pairs[BELIEF], **common),
-                    random_orthogonal=shift_scores(*pairs[RANDOM], **common),
-                    belief_minus_random=shift_difference(pairs[BELIEF], pairs[RANDOM], **common),
+                    belief=shift_scores(*pairs[BELIEF], weights=weights, confidence=confidence),
+                    random_orthogonal=shift_scores(
+                        *pairs[RANDOM], weights=weights, confidence=confidence
+                    ),
+                    belief_minus_random=shift_difference(
+                        pairs[BELIEF], pairs[RANDOM], weights=weights, confidence=confidence
+                    ),
                     edit_norm_mean=float(done.edit_norm[key].mean()),
                     representation_norm_mean=float(done.representation_norm.mean()),
                     probe_miss_rms=float(np.sqrt((miss**2).sum(-1).mean())),
                     value_shift_mean=float((done.after[key].values - done.before.values).mean()),
                     pre_clip={
-                        kind: shift_scores(*pair, **common) for kind, pair in pre_pairs.items()
+                        kind: shift_scores(*pair, weights=weights, confidence=confidence)
+                        for kind, pair in pre_pairs.items()
                     }
                     if box
                     else None,
@@ -327,7 +330,8 @@ def belief_interventions(
                 name: shift_difference(
                     shifts[("agent", layer, name, BELIEF)],
                     shifts[("control", layer, name, BELIEF)],
-                    **common,
+                    weights=weights,
+                    confidence=confidence,
                 )
                 for name in counterfactuals
             }

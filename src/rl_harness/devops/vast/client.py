@@ -212,7 +212,7 @@ class VastClient:
         method: str,
         path: str,
         *,
-        body: dict | None = None,
+        body: dict[str, Any] | None = None,
         query: dict[str, Any] | None = None,
         idempotent: bool = True,
         public: bool = False,
@@ -311,12 +311,12 @@ class VastClient:
 
     # -- endpoints -------------------------------------------------------------------------
 
-    def search_offers(self, query: dict) -> list[dict]:
+    def search_offers(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         """POST /bundles/ with the filter object (field: {op: value}) as the JSON body."""
         out = self._request("POST", f"{V0}/bundles/", body=query, public=True)
         return list(out.get("offers", []))
 
-    def create_instance(self, offer_id: int, body: dict) -> int:
+    def create_instance(self, offer_id: int, body: dict[str, Any]) -> int:
         """PUT /asks/{offer_id}/: rent the offer; returns the new instance id.
 
         A 429 is retried (nothing was rented); any other failure, a lost answer included,
@@ -331,7 +331,7 @@ class VastClient:
             )
         return int(out["new_contract"])
 
-    def list_instances(self) -> list[dict]:
+    def list_instances(self) -> list[dict[str, Any]]:
         """Every instance of the account: GET /api/v1/instances/, 25 a page, following
         `next_token` with `after_token`. Only where v1 does not exist (a 404 that is not an
         auth failure) does it fall back to the old GET /api/v0/instances/."""
@@ -340,7 +340,7 @@ class VastClient:
             "order_by": [{"col": "id", "dir": "asc"}],
             "limit": V1_PAGE_LIMIT,
         }
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         seen_tokens: set[str] = set()
         while True:
             try:
@@ -359,7 +359,7 @@ class VastClient:
             seen_tokens.add(token)
             query["after_token"] = token
 
-    def show_instance(self, instance_id: int) -> dict | None:
+    def show_instance(self, instance_id: int) -> dict[str, Any] | None:
         """GET /instances/{id}/: one instance, or None when vast says it does not exist."""
         try:
             out = self._request("GET", f"{V0}/instances/{int(instance_id)}/", query={"owner": "me"})
@@ -415,7 +415,8 @@ class VastClient:
         while True:
             try:
                 with urllib.request.urlopen(url, timeout=self.timeout_s) as response:
-                    return response.read().decode("utf-8", errors="replace")
+                    text: str = response.read().decode("utf-8", errors="replace")
+                    return text
             except urllib.error.HTTPError as err:
                 # The log file appears a moment after the request; 403/404 until then.
                 if err.code not in (403, 404) or time.monotonic() > deadline:

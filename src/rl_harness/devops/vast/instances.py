@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .client import VastAPIError, VastClient
 from .state import ACTIVE, DESTROYED, GONE, StateFile
@@ -17,12 +18,12 @@ OVERDUE_GRACE_S = 15 * 60  # past its deadline by this much, a box failed to des
 SSH_REMOTE_COMMAND = "tmux -L rlh attach -t rlh || tail -n 100 -f /root/rlh/bootstrap.log"
 
 
-def is_ours(instance: dict, label_prefix: str) -> bool:
+def is_ours(instance: dict[str, Any], label_prefix: str) -> bool:
     """An instance labelled by our launches (`<prefix>-...`), tracked or not."""
     return str(instance.get("label") or "").startswith(label_prefix + "-")
 
 
-def reconcile(client: VastClient, state: StateFile) -> dict[int, dict]:
+def reconcile(client: VastClient, state: StateFile) -> dict[int, dict[str, Any]]:
     """vast's instances by id; active records vast no longer lists are marked gone, and
     vast's start time of each listed one is recorded (the box's deadline runs from it)."""
     listed = {int(i["id"]): i for i in client.list_instances()}
@@ -40,8 +41,8 @@ class StatusReport:
     """`vast status`: one item per record (the `--json` form), vast's instances labelled
     ours that no record knows, and what the active boxes cost per hour."""
 
-    tracked: list[dict]
-    untracked: list[dict]  # vast's own instance dicts
+    tracked: list[dict[str, Any]]
+    untracked: list[dict[str, Any]]  # vast's own instance dicts
     burn_dph: float
     active_count: int
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rl_harness.harness.gitinfo import git_identity
 
@@ -274,7 +275,7 @@ def bootstrap_params(plan: LaunchPlan, box: BoxPlan, **overrides: object) -> Boo
     request = plan.request
     same_repo = request.experiment.root == request.library.root
     grace = grace_seconds(request.max_hours)
-    values: dict = dict(
+    values: dict[str, Any] = dict(
         label=box.label,
         vast_url=plan.vast_url,
         library_url=request.library.url,
@@ -296,13 +297,13 @@ def bootstrap_params(plan: LaunchPlan, box: BoxPlan, **overrides: object) -> Boo
     return BootstrapParams(**values)
 
 
-def create_body(plan: LaunchPlan, box: BoxPlan, offer: Offer) -> dict:
+def create_body(plan: LaunchPlan, box: BoxPlan, offer: Offer) -> dict[str, Any]:
     """The PUT /asks/{id}/ body. The main API key is never part of it."""
     request = plan.request
     script = render_bootstrap(bootstrap_params(plan, box))
     env = {"RLH_LABEL": box.label, **pack_env(script), **request.forwarded_env}
     assert len(ONSTART) <= ONSTART_LIMIT  # the stricter of vast's documented limits
-    body: dict = {
+    body: dict[str, Any] = {
         "client_id": "me",
         "image": request.image,
         "disk": request.filters.disk_gb,

@@ -33,7 +33,9 @@ class OfferFilters:
             raise ValueError(f"max_dph must be positive, got {self.max_dph}")
 
 
-def build_query(filters: OfferFilters, exclude_machines: frozenset[int] = frozenset()) -> dict:
+def build_query(
+    filters: OfferFilters, exclude_machines: frozenset[int] = frozenset()
+) -> dict[str, Any]:
     """The `q` object for GET /bundles/ (vast field names; gpu_ram is in MB there)."""
     q: dict[str, Any] = {
         "verified": {"eq": True},
@@ -80,7 +82,7 @@ class Offer:
     def score(self) -> float:
         return offer_score(self.dlperf, self.dph, self.reliability)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "score": round(self.score, 4)}
 
 
@@ -95,7 +97,9 @@ def offer_score(dlperf: float, dph: float, reliability: float) -> float:
     return reliability * dlperf / dph
 
 
-def parse_offer(raw: dict, *, interruptible: bool = False, bid_factor: float = 1.25) -> Offer:
+def parse_offer(
+    raw: dict[str, Any], *, interruptible: bool = False, bid_factor: float = 1.25
+) -> Offer:
     """One /bundles/ row as an Offer; interruptible offers are priced at our bid."""
     min_bid = raw.get("min_bid")
     dph = float(raw.get("dph_total") or 0.0)
@@ -118,7 +122,7 @@ def parse_offer(raw: dict, *, interruptible: bool = False, bid_factor: float = 1
 
 
 def rank_offers(
-    raw_offers: list[dict],
+    raw_offers: list[dict[str, Any]],
     filters: OfferFilters,
     quarantined: frozenset[int] = frozenset(),
     *,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -49,12 +50,12 @@ class InstanceRecord:
     status: str = ACTIVE
     ended_at: float | None = None
     note: str = ""
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     max_hours: float | None = None  # the box's watchdog destroys it this long after start
     started_at: float | None = None  # vast's `start_date` of the instance, once reported
 
     @classmethod
-    def from_dict(cls, data: dict) -> InstanceRecord:
+    def from_dict(cls, data: dict[str, Any]) -> InstanceRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -68,7 +69,7 @@ class InstanceRecord:
             return float(self.max_hours)
         return max(0.0, self.deadline_at - self.created_at) / 3600.0  # records before max_hours
 
-    def box_deadline(self, live: dict | None = None) -> float | None:
+    def box_deadline(self, live: dict[str, Any] | None = None) -> float | None:
         """When the box's own watchdog destroys it: vast's start time of the instance plus
         `max_hours`. None while vast reports no start (the box has not booted, so its
         watchdog has not started either); our creation clock is never used for this."""
@@ -77,7 +78,7 @@ class InstanceRecord:
             return None
         return float(start) + self.run_hours * 3600.0
 
-    def overdue(self, live: dict | None, now: float, grace_s: float) -> bool:
+    def overdue(self, live: dict[str, Any] | None, now: float, grace_s: float) -> bool:
         """Still listed by vast past the box's own deadline plus `grace_s`."""
         deadline = self.box_deadline(live)
         return self.status == ACTIVE and deadline is not None and now > deadline + grace_s
@@ -92,7 +93,7 @@ class StateFile:
         self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
 
     @contextmanager
-    def _locked(self) -> Iterator[dict]:
+    def _locked(self) -> Iterator[dict[str, Any]]:
         """Hold the lock over read-modify-write; the file is replaced atomically on exit."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
@@ -100,7 +101,7 @@ class StateFile:
             yield data
             write_json_atomic(self.path, data)
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         if not self.path.exists():
             return {"version": 1, "instances": {}}
         data = read_json(self.path)
@@ -124,7 +125,9 @@ class StateFile:
     def mark_ended(self, instance_id: int, status: str, note: str = "") -> None:
         self.update(instance_id, status=status, ended_at=time.time(), note=note)
 
-    def records(self, where: Callable[[InstanceRecord], bool] | None = None) -> list:
+    def records(
+        self, where: Callable[[InstanceRecord], bool] | None = None
+    ) -> list[InstanceRecord]:
         self.dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             data = self._read()

@@ -65,15 +65,19 @@ def _row_stochastic(matrices: np.ndarray, what: str) -> np.ndarray:
     worst = np.abs(sums - 1.0).argmax()
     if abs(sums.flat[worst] - 1.0) > 1e-9:
         raise ValueError(f"{what} rows must sum to 1; one sums to {sums.flat[worst]:.12g}")
-    return matrices / sums[..., None]
+    result: np.ndarray = matrices / sums[..., None]
+    return result
 
 
 def action_token_matrices(transitions: np.ndarray, emission: np.ndarray, timing: str) -> np.ndarray:
     """(n_actions, n_tokens, n_states, n_states) token matrices T_a[k, i, j] of the moves."""
+    matrices: np.ndarray
     if timing == "on_enter":
-        return np.einsum("aij,jk->akij", transitions, emission)
+        matrices = np.einsum("aij,jk->akij", transitions, emission)
+        return matrices
     if timing == "on_leave":
-        return np.einsum("ik,aij->akij", emission, transitions)
+        matrices = np.einsum("ik,aij->akij", emission, transitions)
+        return matrices
     raise ValueError(f"emission must be one of {EMISSIONS}, got {timing!r}")
 
 
@@ -101,7 +105,8 @@ def log_weight_transitions(base: np.ndarray, log_weights: np.ndarray) -> np.ndar
             f"got shape {weights.shape}"
         )
     tilted = base[None] * np.exp(weights)
-    return tilted / tilted.sum(axis=2, keepdims=True)
+    result: np.ndarray = tilted / tilted.sum(axis=2, keepdims=True)
+    return result
 
 
 class ActionHMMTask:
@@ -119,7 +124,7 @@ class ActionHMMTask:
         self,
         model: HMMModel,
         emission: str,
-        transitions: Sequence[Any],
+        transitions: np.ndarray | Sequence[Any],
         reward: str,
         state_rewards: Sequence[float] | None = None,
         rewarded_state: str | None = None,
@@ -139,7 +144,7 @@ class ActionHMMTask:
         self.emission = arrival_emission(model, type(self).__name__)  # (s, k)
         self.reward_name = reward
         n_actions = self.transitions.shape[0]
-        self.action_space = gym.spaces.Discrete(n_actions)
+        self.action_space: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(n_actions)
         self._controls = action_token_matrices(self.transitions, self.emission, emission)
         if reward == "correct_guess":
             if n_actions != model.n_tokens:
@@ -230,7 +235,8 @@ def expected_rewards(task: ActionHMMTask, beliefs: np.ndarray) -> np.ndarray:
     if task.state_rewards is None:
         n = task.transitions.shape[0]
         guessed = task.control_matrices()[np.arange(n), np.arange(n)].sum(axis=2)  # (a, i)
-        return b @ guessed.T
+        result: np.ndarray = b @ guessed.T
+        return result
     if task.rewarded_state == "left":
         value = b @ task.state_rewards
         return np.repeat(value[..., None], task.transitions.shape[0], axis=-1)
@@ -402,7 +408,8 @@ def counterfactual_beliefs(
     would hold had it taken that action and seen the same token (a counterfactual target)."""
     matrices = task.control_matrices()[np.asarray(actions), np.asarray(tokens)]
     moved = np.einsum("...i,...ij->...j", np.asarray(previous, dtype=np.float64), matrices)
-    return moved / moved.sum(axis=-1, keepdims=True)
+    result: np.ndarray = moved / moved.sum(axis=-1, keepdims=True)
+    return result
 
 
 def window_pair_beliefs(

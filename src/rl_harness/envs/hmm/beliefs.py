@@ -25,13 +25,15 @@ def _tokens_array(model: HMMModel, tokens: object) -> np.ndarray:
 
 def predict(model: HMMModel, belief: np.ndarray) -> np.ndarray:
     """Belief over the next state without seeing a token: b P."""
-    return np.asarray(belief, dtype=np.float64) @ model.transition_matrix
+    result: np.ndarray = np.asarray(belief, dtype=np.float64) @ model.transition_matrix
+    return result
 
 
 def next_token_probabilities(model: HMMModel, belief: np.ndarray) -> np.ndarray:
     """P(next token = k | belief), shape (..., n_tokens)."""
     emit = model.token_matrices.sum(axis=2).T  # (n_states, n_tokens): P(token k | state i)
-    return np.asarray(belief, dtype=np.float64) @ emit
+    result: np.ndarray = np.asarray(belief, dtype=np.float64) @ emit
+    return result
 
 
 def update(model: HMMModel, belief: np.ndarray, token: object) -> np.ndarray:
@@ -42,7 +44,8 @@ def update(model: HMMModel, belief: np.ndarray, token: object) -> np.ndarray:
     norm = unnormalized.sum(axis=-1, keepdims=True)
     if np.any(norm <= 0):
         raise ValueError("token has probability zero under the given belief")
-    return unnormalized / norm
+    result: np.ndarray = unnormalized / norm
+    return result
 
 
 def filter_beliefs(

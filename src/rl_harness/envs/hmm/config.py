@@ -168,7 +168,7 @@ def build_task(config: HMMEnvConfig, model: HMMModel) -> Task | ContinuousTask:
                 "starting at 0"
             )
         bounded = np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
-        if len(space.shape) != 1 or not bounded or space.dtype.kind != "f":
+        if len(space.shape) != 1 or not bounded or space.dtype is None or space.dtype.kind != "f":
             raise TypeError(
                 f"task {config.task!r} must have a 1-d float Box action space with finite "
                 f"bounds, got {space}"
@@ -193,7 +193,7 @@ def build_task(config: HMMEnvConfig, model: HMMModel) -> Task | ContinuousTask:
 
 
 def resolve_config(
-    env_config: Mapping[str, Any] | HMMEnvConfig | None, kwargs: dict
+    env_config: Mapping[str, Any] | HMMEnvConfig | None, kwargs: dict[str, Any]
 ) -> HMMEnvConfig:
     """Accept `Env(env_config)` (RLlib style) or `Env(**env_config)` (gymnasium.make style)."""
     if isinstance(env_config, HMMEnvConfig):

@@ -13,12 +13,12 @@ import gymnasium as gym
 import numpy as np
 
 from rl_harness.envs.hmm.config import HMMEnvConfig, resolve_config
-from rl_harness.envs.hmm.simulator import BatchSimulator
+from rl_harness.envs.hmm.simulator import BatchSimulator, Observation
 
 
-def _scalar_info(info: dict) -> dict:
+def _scalar_info(info: dict[str, Any]) -> dict[str, Any]:
     """Copy 0 of a vector-form info, as plain Python scalars / (n_states,) arrays."""
-    single: dict = {}
+    single: dict[str, Any] = {}
     for key, value in info.items():
         if key.startswith("_"):
             continue
@@ -31,14 +31,15 @@ def _scalar_info(info: dict) -> dict:
     return single
 
 
-def _first(obs: np.ndarray | dict[str, np.ndarray]) -> np.ndarray | dict[str, np.ndarray]:
+def _first(obs: Observation) -> Observation:
     """Copy 0 of a batched observation (flat array or, with dict_observation, a dict)."""
     if isinstance(obs, dict):
         return {name: value[0] for name, value in obs.items()}
-    return obs[0]
+    first: np.ndarray = obs[0]
+    return first
 
 
-class HMMEnv(gym.Env):
+class HMMEnv(gym.Env[Observation, Any]):
     """A finite-HMM env: hidden state, tokens, history, exact belief; a task sets the reward.
 
     The observation is a flat float32 vector laid out by `self.layout`. Episodes never
@@ -62,7 +63,7 @@ class HMMEnv(gym.Env):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict]:
+    ) -> tuple[Observation, dict[str, Any]]:
         if options:
             raise ValueError(f"HMMEnv.reset takes no options, got {sorted(options)}")
         super().reset(seed=seed)
@@ -70,7 +71,7 @@ class HMMEnv(gym.Env):
         self._started = True
         return _first(obs), _scalar_info(info)
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if not self._started:
             raise RuntimeError("call reset() before step()")
         if self._sim.needs_reset[0]:

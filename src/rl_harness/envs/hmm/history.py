@@ -24,7 +24,7 @@ class NewestFirstHistory:
     ) -> None:
         self.length = length
         self._fill = fill
-        self._buffer = np.full((n, 2 * length, *shape), fill, dtype=dtype)
+        self._buffer: np.ndarray = np.full((n, 2 * length, *shape), fill, dtype=dtype)
         self._start = 0
 
     def push(self, values: np.ndarray) -> None:

@@ -43,7 +43,8 @@ def _check_distribution(vector: np.ndarray, n_states: int, what: str) -> np.ndar
     total = vector.sum()
     if abs(total - 1.0) > _SUM_ATOL:
         raise ValueError(f"{what} must sum to 1, sums to {total:.12g}")
-    return vector / total
+    normalized: np.ndarray = vector / total
+    return normalized
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,11 @@ class HMMModel:
 
     @property
     def n_states(self) -> int:
-        return self.token_matrices.shape[1]
+        return int(self.token_matrices.shape[1])
 
     @property
     def n_tokens(self) -> int:
-        return self.token_matrices.shape[0]
+        return int(self.token_matrices.shape[0])
 
     def stationary_distribution(self) -> np.ndarray:
         """The stationary distribution of the state chain; raises if it is not unique."""

@@ -73,7 +73,10 @@ class ProductHMM:
         array = np.asarray(factor_tokens, dtype=np.int64)
         if array.shape[-1:] != (len(self.factors),):
             raise ValueError(f"expected (..., {len(self.factors)}) tokens, got {array.shape}")
-        return np.ravel_multi_index(tuple(np.moveaxis(array, -1, 0)), self.token_shape)
+        result: np.ndarray = np.ravel_multi_index(
+            tuple(np.moveaxis(array, -1, 0)), self.token_shape
+        )
+        return result
 
     def joint_belief(self, factor_beliefs: list[np.ndarray] | tuple[np.ndarray, ...]) -> np.ndarray:
         """Factors' beliefs, each (..., S_f) with one batch shape -> joint (..., prod S_f)."""

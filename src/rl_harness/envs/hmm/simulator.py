@@ -25,6 +25,7 @@ full belief of d steps ago pushed through the last d executed transitions withou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -34,8 +35,11 @@ from rl_harness.envs.hmm.history import NewestFirstHistory
 from rl_harness.envs.hmm.model import HMMModel
 from rl_harness.envs.hmm.sampling import CategoricalTable
 from rl_harness.envs.hmm.streams import LockstepUniforms
-from rl_harness.envs.hmm.task import Task, Transition
+from rl_harness.envs.hmm.task import ContinuousTask, Task, Transition
 from rl_harness.seeding import stream_rng
+
+# One copy's (or a batch's) observation: the flat array, or with dict_observation its parts.
+type Observation = np.ndarray | dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,10 @@ def _layout(config: HMMEnvConfig, model: HMMModel, action_size: int) -> Observat
     )
     bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     slices = [slice(bounds[i], bounds[i + 1]) for i in range(5)]
-    return ObservationLayout(*slices[:4], size=int(bounds[-1]), decision_belief=slices[4])
+    tokens, actions, belief, state, decision_belief = slices
+    return ObservationLayout(
+        tokens, actions, belief, state, size=int(bounds[-1]), decision_belief=decision_belief
+    )
 
 
 def observation_parts(
@@ -92,7 +99,7 @@ def observation_parts(
 
 def observation_space(
     config: HMMEnvConfig, layout: ObservationLayout, n_tokens: int, action_size: int
-) -> gym.Space:
+) -> gym.Space[Any]:
     """One copy's observation space: a flat Box, or (dict_observation) a Dict of Boxes."""
     if not config.dict_observation:
         return gym.spaces.Box(0.0, 1.0, (layout.size,), np.float32)
@@ -173,7 +180,7 @@ class BatchSimulator:
         self.action_space = self.task.action_space
         self.continuous = isinstance(self.action_space, gym.spaces.Box)
         s, k = self.model.n_states, self.model.n_tokens
-        if self.continuous:
+        if isinstance(self.action_space, gym.spaces.Box):  # self.continuous
             self.n_actions = 0
             self._action_shape = tuple(self.action_space.shape)
             self._low = np.asarray(self.action_space.low, dtype=np.float64)
@@ -196,7 +203,8 @@ class BatchSimulator:
             self._arrival_table = CategoricalTable(emission)
             self._emission_by_token = np.ascontiguousarray(emission.T)  # (k, s)
         else:
-            controls = _control_tables(self.model, self.task)
+            # build_task pairs a Discrete action space with a Task (task.py's protocols).
+            controls = _control_tables(self.model, cast(Task, self.task))
             self._controlled = controls is not None
             if controls is None:
                 controls = self.model.token_matrices[None]
@@ -265,7 +273,8 @@ class BatchSimulator:
     # ------------------------------------------------------------------ seeding and reset
 
     def _seed_copy(self, index: int, seed: int | None) -> None:
-        root = np.random.SeedSequence().entropy if seed is None else seed
+        # A SeedSequence made without entropy draws one int (its `entropy`).
+        root = cast(int, np.random.SeedSequence().entropy) if seed is None else seed
         state_rng = stream_rng(root, "state")
         emission_rng = stream_rng(root, "emission")
         self._state_uniforms.replace(index, state_rng)
@@ -276,7 +285,7 @@ class BatchSimulator:
         self._length[index] = length
         self._seeded[index] = True
 
-    def reset(self, seeds: list[int | None]) -> tuple[np.ndarray, dict]:
+    def reset(self, seeds: list[int | None]) -> tuple[Observation, dict[str, Any]]:
         """Reset every copy; copy i is reseeded when seeds[i] is an int (or never seeded)."""
         if len(seeds) != self.n:
             raise ValueError(f"expected {self.n} seeds, got {len(seeds)}")
@@ -354,14 +363,25 @@ class BatchSimulator:
             raise ValueError(f"action {bad} is outside the action space Discrete({self.n_actions})")
         return array
 
-    def _move(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _move(
+        self, actions: np.ndarray
+    ) -> tuple[
+        np.ndarray,
+        np.ndarray,
+        np.ndarray,
+        np.ndarray | None,
+        np.ndarray,
+        np.ndarray,
+        dict[str, np.ndarray],
+    ]:
         """Executed actions, next states, tokens, executed matrices (or None), rewards."""
         u_state = self._state_uniforms.next()
         u_emission = self._emission_uniforms.next()
         before = self._state
         s = self.model.n_states
         if self.continuous:
-            control = self.task.control(actions)
+            # build_task pairs a Box action space with a ContinuousTask (task.py's protocols).
+            control = cast(ContinuousTask, self.task).control(actions)
             actions, matrices = control.actions, control.transition_matrices
             rows = matrices[self._copies, before]  # (n, s): the row of the state left
             cum = np.cumsum(rows, axis=1)
@@ -379,8 +399,9 @@ class BatchSimulator:
         rewards, components = self.task.reward(actions, transition)
         return actions, state, token, matrices, u_state, rewards, components
 
-    def _filter(self, actions: np.ndarray, token: np.ndarray, matrices: np.ndarray | None):
+    def _filter(self, actions: np.ndarray, token: np.ndarray, matrices: np.ndarray | None) -> None:
         if self.continuous:
+            assert matrices is not None  # _move always builds them for a Box task
             moved = np.matmul(self._belief[:, None, :], matrices)[:, 0]
             moved *= self._emission_by_token[token]
         else:
@@ -410,7 +431,7 @@ class BatchSimulator:
 
     def step(
         self, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    ) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Advance every copy one step; `actions` must come from `check_actions`."""
         before = self._state
         actions, state, token, matrices, u_state, rewards, components = self._move(actions)
@@ -419,6 +440,7 @@ class BatchSimulator:
         if self._want_action:
             self._executed_action = actions
         if self._want_matrix:
+            assert matrices is not None  # _move builds them whenever _want_matrix
             self._executed_matrix = matrices
         self._token_history.push(token)
         if self.config.action_window:
@@ -449,7 +471,7 @@ class BatchSimulator:
 
     # ------------------------------------------------------------------ outputs
 
-    def _observe(self) -> np.ndarray | dict[str, np.ndarray]:
+    def _observe(self) -> Observation:
         layout, config = self.layout, self.config
         obs = np.empty((self.n, layout.size), dtype=np.float32)
         # mode="wrap" sends index -1 (nothing yet) to the table's last, all-zero row.
@@ -462,6 +484,7 @@ class BatchSimulator:
             if self.continuous:
                 obs[:, layout.actions] = actions.reshape(self.n, -1)
             else:
+                assert self._action_table is not None  # built for every Discrete task
                 out = obs[:, layout.actions].reshape(self.n, config.action_window, -1)
                 np.take(self._action_table, actions, axis=0, out=out, mode="wrap")
         if config.include_belief:
@@ -479,7 +502,7 @@ class BatchSimulator:
         state_before: np.ndarray,
         components: dict[str, np.ndarray],
         token: np.ndarray | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Infos in gymnasium's vector form: each key an (n, ...) array plus an all-True "_key"."""
         values = {
             "token": self._minus_ones if token is None else token,
@@ -490,10 +513,10 @@ class BatchSimulator:
             "action": self._executed_action,
             "transition_matrix": self._executed_matrix,
         }
-        info: dict = {}
+        info: dict[str, Any] = {}
         for key in self.config.info:
             if key == "reward_components":
-                nested: dict = {}
+                nested: dict[str, Any] = {}
                 for name in self.reward_components:
                     nested[name] = np.array(components[name], dtype=np.float64)
                     nested[f"_{name}"] = np.ones(self.n, dtype=bool)

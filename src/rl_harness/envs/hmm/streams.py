@@ -29,7 +29,7 @@ class LockstepUniforms:
     def next(self) -> np.ndarray:
         if self._cursor == self._block:
             self._fill()
-        row = self._buffer[self._cursor]
+        row: np.ndarray = self._buffer[self._cursor]
         self._cursor += 1
         return row
 

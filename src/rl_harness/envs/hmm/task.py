@@ -50,7 +50,7 @@ class Task(Protocol):
     """The interface `HMMEnv` and `HMMVectorEnv` rely on for discrete actions."""
 
     # Discrete(n) with start 0; actions arrive validated as int64 arrays in [0, n).
-    action_space: gym.spaces.Discrete
+    action_space: gym.spaces.Discrete[np.int64]
     # Names of the reward components `reward` returns, fixed so reset infos carry them too.
     reward_components: tuple[str, ...]
 

@@ -15,10 +15,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rl_harness.envs.hmm.config import HMMEnvConfig, resolve_config
-from rl_harness.envs.hmm.simulator import BatchSimulator
+from rl_harness.envs.hmm.simulator import BatchSimulator, Observation
 
 
-class HMMVectorEnv(VectorEnv):
+class HMMVectorEnv(VectorEnv[Observation, Any, np.ndarray]):
     """The batched counterpart of `HMMEnv`; `reset(seed=s)` seeds copy i with s + i."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -50,12 +50,14 @@ class HMMVectorEnv(VectorEnv):
         *,
         seed: int | list[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[np.ndarray, dict]:
+    ) -> tuple[Observation, dict[str, Any]]:
         if options:
             raise ValueError(f"HMMVectorEnv.reset takes no options, got {sorted(options)}")
         if seed is None:
             seeds: list[int | None] = [None] * self.num_envs
-        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+        elif isinstance(seed, bool):  # list(True) would fail the same way, less clearly
+            raise TypeError(f"seed must be an int or a list of seeds, got {seed!r}")
+        elif isinstance(seed, int | np.integer):
             seeds = [int(seed) + i for i in range(self.num_envs)]
         else:
             seeds = list(seed)
@@ -65,7 +67,9 @@ class HMMVectorEnv(VectorEnv):
         self._started = True
         return self._sim.reset(seeds)
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    def step(
+        self, actions: Any
+    ) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if not self._started:
             raise RuntimeError("call reset() before step()")
         return self._sim.step(self._sim.check_actions(actions))

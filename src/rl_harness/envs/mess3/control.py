@@ -37,7 +37,8 @@ def tilted_transitions(
     logits = log_base + theta
     logits -= logits.max(axis=-1, keepdims=True)
     weights = np.exp(logits)
-    return weights / weights.sum(axis=-1, keepdims=True)
+    result: np.ndarray = weights / weights.sum(axis=-1, keepdims=True)
+    return result
 
 
 def row_kl(tilted: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ class NextTokenTask:
     reward_components = ("correct",)
 
     def __init__(self, model: HMMModel) -> None:
-        self.action_space = gym.spaces.Discrete(model.n_tokens)
+        self.action_space: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(model.n_tokens)
 
     def control_matrices(self) -> None:
         return None
@@ -42,7 +42,7 @@ class CurrentStateTask:
     reward_components = ("correct",)
 
     def __init__(self, model: HMMModel) -> None:
-        self.action_space = gym.spaces.Discrete(model.n_states)
+        self.action_space: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(model.n_states)
 
     def control_matrices(self) -> None:
         return None
@@ -60,7 +60,7 @@ class PassiveTask:
     def __init__(self, model: HMMModel, n_actions: int = 1) -> None:
         if n_actions < 1:
             raise ValueError(f"n_actions must be positive, got {n_actions}")
-        self.action_space = gym.spaces.Discrete(n_actions)
+        self.action_space: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(n_actions)
 
     def control_matrices(self) -> None:
         return None
@@ -94,7 +94,7 @@ class ControlledTask:
             raise ValueError(f"state_rewards must be {n} finite numbers, got {state_rewards!r}")
         if not np.isfinite(tilt) or not np.isfinite(kl_cost) or kl_cost < 0:
             raise ValueError(f"tilt must be finite and kl_cost >= 0, got {tilt}, {kl_cost}")
-        self.action_space = gym.spaces.Discrete(n + 1)
+        self.action_space: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(n + 1)
         self._state_rewards = rewards
         self._kl_cost = float(kl_cost)
         weights = np.ones((n + 1, n))
@@ -189,7 +189,9 @@ class OccupancyControlTask:
         before = transition.state_before
         if self._copies.shape[0] != before.shape[0]:
             self._copies = np.arange(before.shape[0])
-        rows = transition.transition_matrices[self._copies, before]  # (n, 3)
+        matrices = transition.transition_matrices
+        assert matrices is not None  # a ContinuousTask's moves always carry them (task.py)
+        rows = matrices[self._copies, before]  # (n, 3)
         if self._positive:
             terms = rows * (np.log(rows) - self._log_base[before])
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rl_harness.harness.atomic import write_json_atomic
@@ -57,7 +58,7 @@ def preflight(config: AlgorithmConfig, context: RunContext, *, checkpoint: bool)
     built = check_buildable(config)
     resume = context.resume_from
     if checkpoint and resume is not None and not is_uri(str(resume)):
-        check_checkpoint(resume, config, built)
+        check_checkpoint(Path(resume), config, built)
 
 
 def ensure_ray(context: RunContext) -> None:
@@ -67,7 +68,9 @@ def ensure_ray(context: RunContext) -> None:
     start_ray(context.ray_address)
 
 
-def write_config(context: RunContext, config: AlgorithmConfig, overrides=None) -> dict[str, Any]:
+def write_config(
+    context: RunContext, config: AlgorithmConfig, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """results/<run-id>/config.json: the resolved config (configrecord.py); returns it."""
     record = config_record(config, overrides)
     # The recipe's budget beside the config it built from it (group-by `budget.name`).

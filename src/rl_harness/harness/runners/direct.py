@@ -187,9 +187,9 @@ def _finish(
     saved: CheckpointLog,
 ) -> None:
     """Final checkpoint (once training started, unless it failed), summary, stop the algo."""
-    trained = algo is not None and algo.iteration > 0
     if (
-        trained
+        algo is not None
+        and algo.iteration > 0  # training started
         and status != FAILED
         and (not checkpoints or checkpoints[-1].name != checkpoint_name(algo.iteration))
     ):

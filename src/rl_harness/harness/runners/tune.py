@@ -45,6 +45,8 @@ from rl_harness.harness.runners.common import (
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+    from ray.tune import Checkpoint
+    from ray.tune.experiment import Trial
 
 log = get_logger(__package__)  # both runners log as rl_harness.harness.runners
 
@@ -151,11 +153,24 @@ class HarnessMetricsCallback(tune.Callback):
         self.last_steps: dict[str, int | None] = {}  # per trial, for log-spaced saves
         self.reasons: dict[str, list[str]] = {}  # per trial: why its next save happens
 
-    def setup(self, **info) -> None:
+    def setup(
+        self,
+        stop: tune.Stopper | None = None,
+        num_samples: int | None = None,
+        total_num_samples: int | None = None,
+        **info: Any,
+    ) -> None:
         self._bind(_fitting.get(self.run))
         interrupts.take_over_tune_sigint()
 
-    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+    def on_trial_result(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        result: dict[str, Any],
+        **info: Any,
+    ) -> None:
         interrupts.tune_result_seen()
         context = self.run.context
         trial_id = trial.trial_id
@@ -188,7 +203,7 @@ class HarnessMetricsCallback(tune.Callback):
         if interrupts.stop_requested() is not None:
             result[SHOULD_CHECKPOINT] = True
 
-    def _note_initial_checkpoint(self, trial, seed: int | None) -> None:
+    def _note_initial_checkpoint(self, trial: Trial, seed: int | None) -> None:
         """Step 0's checkpoint (saved in the trial at its start): its checkpoints.jsonl row."""
         from rl_harness.harness.storage import tune_storage as remote
 
@@ -206,7 +221,14 @@ class HarnessMetricsCallback(tune.Callback):
             seed=seed,
         )
 
-    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info) -> None:
+    def on_checkpoint(
+        self,
+        iteration: int,
+        trials: list[Trial],
+        trial: Trial,
+        checkpoint: Checkpoint,
+        **info: Any,
+    ) -> None:
         from rl_harness.harness.storage import tune_storage as remote
 
         last = trial.last_result or {}
@@ -225,16 +247,20 @@ class HarnessMetricsCallback(tune.Callback):
             self.saved.add(trial.trial_id)
             self._stop_when_saved(trials)
 
-    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+    def on_trial_complete(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
         self.completed.add(trial.trial_id)
         self._close(trial.trial_id, COMPLETED)
         if interrupts.stop_requested() is not None:
             self._stop_when_saved(trials)
 
-    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+    def on_trial_error(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
         self._close(trial.trial_id, FAILED)
 
-    def on_experiment_end(self, trials, **info) -> None:
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
         for trial_id in list(self.mirrors):
             self._close(trial_id, INTERRUPTED)
 
@@ -243,7 +269,7 @@ class HarnessMetricsCallback(tune.Callback):
         if mirrors is not None:
             mirrors.close(status)
 
-    def _stop_when_saved(self, trials) -> None:
+    def _stop_when_saved(self, trials: list[Trial]) -> None:
         running = {t.trial_id for t in trials if t.status == "RUNNING"}
         if running <= self.saved:
             interrupts.stop_tune()
@@ -283,7 +309,9 @@ def _save_initial_checkpoint(algorithm: Algorithm, **kwargs: Any) -> None:
 def _with_initial_checkpoint(config: AlgorithmConfig) -> AlgorithmConfig:
     """The config with `_save_initial_checkpoint` after the recipe's own on_algorithm_init."""
     existing = config.callbacks_on_algorithm_init
-    chain = list(existing) if isinstance(existing, list | tuple) else [existing] if existing else []
+    chain: list[Callable[..., Any]] = (
+        list(existing) if isinstance(existing, list | tuple) else [existing] if existing else []
+    )
     config = config.copy(copy_frozen=False)
     config.callbacks(on_algorithm_init=[*chain, _save_initial_checkpoint])
     return config
@@ -446,6 +474,9 @@ def _restored_tuner(context: RunContext, config: AlgorithmConfig) -> tuple[Any, 
     a local folder, or an s3:// URI on the configured bucket."""
     from rl_harness.harness.storage import tune_storage as remote
 
+    assert context.resume_from is not None  # called only to resume
+    if config.algo_class is None:
+        raise ValueError("a Tune run needs a config with its algo_class (e.g. PPOConfig())")
     uri = remote.remote_uri(context.resume_from)
     if uri is not None:  # an experiment on the bucket: restore it there
         experiment, storage_fs = remote.bucket_filesystem_for(uri)

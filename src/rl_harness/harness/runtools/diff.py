@@ -125,7 +125,7 @@ def diff_runs(run_a: RunRecord, run_b: RunRecord) -> RunDiff:
         )
     manifests = {"a": run_a.manifest, "b": run_b.manifest}
     result.manifest_missing = [side for side, m in manifests.items() if m is None]
-    if not result.manifest_missing:
+    if run_a.manifest is not None and run_b.manifest is not None:  # none missing
         result.provenance, result.provenance_equal = _compare(
             _selected(run_a.manifest), _selected(run_b.manifest)
         )

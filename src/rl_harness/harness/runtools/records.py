@@ -208,9 +208,9 @@ class RunRecord:
                 raise RunToolError(problem) from None
             _note(self.problems, f"{problem}; read without it")
             return []
-        problem = scan.problem(self.paths.metrics)
-        if problem is not None and self.lenient:
-            _note(self.problems, problem)
+        scan_problem = scan.problem(self.paths.metrics)
+        if scan_problem is not None and self.lenient:
+            _note(self.problems, scan_problem)
         return scan.rows
 
     @cached_property
@@ -257,7 +257,7 @@ class RunRecord:
         return None
 
     def patch_text(self, repo_section: str) -> str | None:
-        name = self.section(repo_section).get("patch_file")
+        name: str | None = self.section(repo_section).get("patch_file")
         if not name or not (self.results_dir / name).is_file():
             return None
         return (self.results_dir / name).read_text(encoding="utf-8", errors="replace")

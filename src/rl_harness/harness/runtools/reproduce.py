@@ -170,7 +170,7 @@ def plan_reproduction(
     `--set`), hardware profile and resume point, a fresh run id, results beside the recorded
     run unless told otherwise."""
     options = record.section("options")
-    seed = record.manifest.get("seed", options.get("seed"))
+    seed = (record.manifest or {}).get("seed", options.get("seed"))
     profile = options.get("hardware_profile") or "cpu-local"
     if not isinstance(seed, int):
         raise RunToolError(f"{record.path} records no integer seed")

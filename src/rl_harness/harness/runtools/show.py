@@ -67,19 +67,19 @@ def runs_table(records: Sequence[RunRecord]) -> str:
             record.run_id,
             experiment_label(record),
             status_label(record),
-            number_label(record.manifest.get("seed")),
+            number_label((record.manifest or {}).get("seed")),
             record.budget or "-",
             commit_label(record.section("experiment_repo")),
             commit_label(record.section("library")),
-            duration_label(record.manifest.get("duration_s")),
+            duration_label((record.manifest or {}).get("duration_s")),
             number_label(record.headline),
         )
         for record in records
     ]
     notes = [
-        f"{UNCHECKED} {record.run_id}: recorded as running; {record.status_check.note}"
+        f"{UNCHECKED} {record.run_id}: recorded as running; {check.note}"
         for record in records
-        if record.status_check.unchecked
+        if (check := record.status_check) is not None and check.unchecked
     ]
     crashed = [r.run_id for r in records if r.status == "crashed" and r.recorded_status != r.status]
     if crashed:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import boto3
 import botocore.exceptions
@@ -11,6 +12,9 @@ from botocore.config import Config
 from s3transfer.manager import TransferManager
 
 from rl_harness.harness.storage.config import B2Config
+
+# boto3 ships no types and builds its client classes at run time: a client is Any to mypy.
+type S3Client = Any
 
 _PART_CONCURRENCY = 4  # requests in flight per file slot: parts of multipart files
 
@@ -32,7 +36,7 @@ def client_config(config: B2Config) -> Config:
     )
 
 
-def make_s3_client(config: B2Config):
+def make_s3_client(config: B2Config) -> S3Client:
     """A thread-safe S3 client for the B2 endpoint, with credentials passed explicitly."""
     session = boto3.session.Session(
         aws_access_key_id=config.key_id,
@@ -53,14 +57,14 @@ def transfer_config(config: B2Config) -> TransferConfig:
     )
 
 
-def transfer_manager(client, config: B2Config) -> TransferManager:
+def transfer_manager(client: S3Client, config: B2Config) -> TransferManager:
     """The one s3transfer manager a mirror or download shares across all its files.
 
     On failure or cancel, s3transfer aborts the multipart upload it started."""
     return TransferManager(client, transfer_config(config))
 
 
-def _causes(exc: BaseException):
+def _causes(exc: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -73,11 +77,12 @@ def error_status(exc: BaseException) -> int | None:
     """The HTTP status of the ClientError behind `exc`, if there is one."""
     for cause in _causes(exc):
         if isinstance(cause, botocore.exceptions.ClientError):
-            return cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            status: int | None = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return status
     return None
 
 
-def unfinished_uploads(client, bucket: str, prefix: str) -> list[tuple[str, str]]:
+def unfinished_uploads(client: S3Client, bucket: str, prefix: str) -> list[tuple[str, str]]:
     """(key, upload id) of every in-progress multipart upload under `prefix`."""
     found = []
     for page in client.get_paginator("list_multipart_uploads").paginate(
@@ -87,7 +92,9 @@ def unfinished_uploads(client, bucket: str, prefix: str) -> list[tuple[str, str]
     return found
 
 
-def abort_unfinished_uploads(client, bucket: str, prefix: str, log: Callable[[str], None]) -> int:
+def abort_unfinished_uploads(
+    client: S3Client, bucket: str, prefix: str, log: Callable[[str], None]
+) -> int:
     """Abort every in-progress multipart upload under `prefix` (B2 bills their parts).
 
     We abort rather than resume: s3transfer cannot continue another process's upload, and

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MiB = 1024 * 1024
 ENV_FILE_VAR = "RL_HARNESS_B2_ENV_FILE"
@@ -72,7 +73,7 @@ class B2Config:
         """Values to redact from anything this package writes or logs."""
         return (self.key_id, self.application_key)
 
-    def public_dict(self) -> dict:
+    def public_dict(self) -> dict[str, Any]:
         """The non-secret settings, for manifests and indexes."""
         return {
             "bucket": self.bucket,

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from s3transfer.manager import TransferManager
+
 from rl_harness.harness.atomic import read_json
 from rl_harness.harness.layout import conventional_artifacts_dir
 from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
-from rl_harness.harness.storage.client import make_s3_client, transfer_manager
+from rl_harness.harness.storage.client import S3Client, make_s3_client, transfer_manager
 from rl_harness.harness.storage.config import B2Config
 from rl_harness.harness.storage.layout import (
     INDEX_FILE,
@@ -77,7 +79,7 @@ def wanted_from_index(results_dir: Path) -> tuple[list[WantedFile], list[str]]:
     return wanted, problems
 
 
-def wanted_from_uri(client, uri: str) -> list[WantedFile]:
+def wanted_from_uri(client: S3Client, uri: str) -> list[WantedFile]:
     """Every object under the `s3://bucket/prefix/` folder, or the single object `uri` names."""
     bucket, key = parse_s3_uri(uri)
     folder = key.rstrip("/") + "/" if key.strip("/") else ""
@@ -125,7 +127,7 @@ def plan_download(config: B2Config, target: str, dest: Path | None = None) -> Do
     return DownloadPlan(wanted, dest or conventional_artifacts_dir(run_dir), problems)
 
 
-def _fetch(client, manager, item: WantedFile, dest: Path) -> str:
+def _fetch(client: S3Client, manager: TransferManager, item: WantedFile, dest: Path) -> str:
     """Download one file to dest/path through a verified temp file; 'downloaded' or 'present'."""
     expected_sha, expected_size = item.sha256, item.size
     if expected_sha is None:
@@ -169,7 +171,7 @@ def download_files(
     wanted: list[WantedFile],
     dest: Path,
     *,
-    client=None,
+    client: S3Client | None = None,
     log: Callable[[str], None] = print,
 ) -> DownloadReport:
     """Fetch `wanted` into `dest` in parallel; problems are collected, never raised."""

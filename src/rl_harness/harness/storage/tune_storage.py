@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rl_harness.harness.manifest import load_manifest
 from rl_harness.harness.storage.config import B2Config, StorageConfigError, load_b2_config
 from rl_harness.harness.storage.layout import object_key, parse_s3_uri
 
+if TYPE_CHECKING:  # pyarrow is imported only when a bucket is used
+    from pyarrow.fs import S3FileSystem
+
 TuneStorage = Literal["auto", "local", "bucket"]
 TUNE_STORAGE_CHOICES = ("auto", "local", "bucket")
 
 
-def s3_filesystem(config: B2Config):
+def s3_filesystem(config: B2Config) -> S3FileSystem:
     """pyarrow's S3FileSystem for the configured endpoint, credentials passed explicitly."""
     from pyarrow import fs
 
@@ -51,7 +54,7 @@ def tune_storage(
     run_id: str,
     local_dir: str,
     environ: Mapping[str, str] | None = None,
-):
+) -> tuple[str, S3FileSystem | None, str | None]:
     """(storage_path, storage_filesystem, s3 URI or None) for Tune's RunConfig.
 
     "local": artifacts/<run-id>/tune (this machine's disk). "bucket": the configured bucket,
@@ -78,7 +81,7 @@ def tune_storage(
     return path, s3_filesystem(config), f"s3://{path}"
 
 
-def as_uri(path: str, filesystem) -> str:
+def as_uri(path: str, filesystem: S3FileSystem | None) -> str:
     """How a Tune path is recorded: `s3://bucket/key` on the bucket, else the local path."""
     path = str(path)
     if filesystem is None or path.startswith("s3://"):
@@ -94,7 +97,9 @@ def remote_uri(path: str | Path | None) -> str | None:
     return None
 
 
-def bucket_filesystem_for(uri: str, environ: Mapping[str, str] | None = None):
+def bucket_filesystem_for(
+    uri: str, environ: Mapping[str, str] | None = None
+) -> tuple[str, S3FileSystem]:
     """(pyarrow path, filesystem) for an `s3://` URI in the configured bucket."""
     bucket, key = parse_s3_uri(uri)
     config = load_b2_config(environ)

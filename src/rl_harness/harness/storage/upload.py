@@ -11,6 +11,10 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPo
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from s3transfer.futures import TransferFuture
+from s3transfer.manager import TransferManager
 
 from rl_harness.harness.atomic import write_json_atomic
 from rl_harness.harness.layout import MANIFEST_NAME, conventional_artifacts_dir
@@ -18,6 +22,7 @@ from rl_harness.harness.manifest import manifest_path, read_manifest, write_mani
 from rl_harness.harness.provenance import sha256_file
 from rl_harness.harness.redaction import redact, secret_values
 from rl_harness.harness.storage.client import (
+    S3Client,
     abort_unfinished_uploads,
     error_status,
     make_s3_client,
@@ -59,7 +64,7 @@ def describe_error(exc: BaseException, secrets: list[str]) -> str:
     return redact(f"{type(exc).__name__}: {exc}", secrets)
 
 
-def remote_object(client, bucket: str, key: str) -> tuple[str | None, int] | None:
+def remote_object(client: S3Client, bucket: str, key: str) -> tuple[str | None, int] | None:
     """(our sha256 metadata, size) of an object, or None when it does not exist."""
     try:
         head = client.head_object(Bucket=bucket, Key=key)
@@ -75,15 +80,15 @@ class _Interrupted(Exception):
 
 
 def _mirror_file(
-    client,
+    client: S3Client,
     config: B2Config,
-    manager,
+    manager: TransferManager,
     rel: str,
     path: Path,
     key: str,
     secrets: list[str],
     stop: threading.Event,
-    live: set,
+    live: set[TransferFuture],
     lock: threading.Lock,
 ) -> FileRecord:
     record = FileRecord(rel, key, s3_uri(config.bucket, key), None, None, "failed")
@@ -122,7 +127,12 @@ class _UploadInterrupted(Exception):
     pass
 
 
-def _interrupted_records(config, files, run_path, records) -> list[FileRecord]:
+def _interrupted_records(
+    config: B2Config,
+    files: list[tuple[str, Path]],
+    run_path: str,
+    records: dict[str, FileRecord],
+) -> list[FileRecord]:
     out = []
     for rel, _ in files:
         if rel not in records:
@@ -135,7 +145,7 @@ def _interrupted_records(config, files, run_path, records) -> list[FileRecord]:
 
 
 def _mirror_all(
-    client,
+    client: S3Client,
     config: B2Config,
     files: list[tuple[str, Path]],
     run_path: str,
@@ -150,7 +160,8 @@ def _mirror_all(
     prefix = object_key(config.prefix, run_path, "") + "/"
     aborted = abort_unfinished_uploads(client, config.bucket, prefix, say)
     manager = transfer_manager(client, config)
-    stop, lock, live = threading.Event(), threading.Lock(), set()
+    stop, lock = threading.Event(), threading.Lock()
+    live: set[TransferFuture] = set()
     records: dict[str, FileRecord] = {}
     pool = ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="b2-upload")
     futures: list[Future[FileRecord]] = [
@@ -211,7 +222,7 @@ def mirror_run_artifacts(
     results_dir: Path,
     remote_run_path: str,
     log: Callable[[str], None] = print,
-) -> dict:
+) -> dict[str, Any]:
     """Upload every file under `artifacts_dir` to `{prefix}/{remote_run_path}/...`.
 
     Files already present with the same sha256 are skipped, so a rerun resumes where a failed
@@ -221,7 +232,7 @@ def mirror_run_artifacts(
     """
     secrets = [*config.secrets(), *secret_values()]
     start = time.monotonic()
-    summary: dict = {
+    summary: dict[str, Any] = {
         "backend": BACKEND,
         **config.public_dict(),
         "base_uri": None,
@@ -345,7 +356,7 @@ def plan_run_upload(run_dir: Path) -> RunUpload:
     )
 
 
-def upload_run(config: B2Config, upload: RunUpload) -> dict:
+def upload_run(config: B2Config, upload: RunUpload) -> dict[str, Any]:
     """Mirror the run's artifacts (`mirror_run_artifacts`) and record the summary as the
     manifest's `artifacts.remote`, redacted of the config's keys too (an env file's B2 key is
     no environment value). Returns the summary; never raises for upload problems."""

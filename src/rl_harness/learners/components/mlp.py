@@ -48,4 +48,5 @@ class MLPEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.input_dim:
             raise ValueError(f"MLPEncoder expects last dim {self.input_dim}, got {tuple(x.shape)}")
-        return self.net(x)
+        out: torch.Tensor = self.net(x)
+        return out

@@ -109,6 +109,9 @@ class StatefulTransformerEncoder(nn.Module):
     `input_bias` (default True): whether the input projection has a bias.
     """
 
+    inv_freq: torch.Tensor  # buffers (register_buffer), typed for mypy
+    slots: torch.Tensor
+
     def __init__(
         self,
         *,
@@ -149,9 +152,13 @@ class StatefulTransformerEncoder(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # Window slot index of every cache slot, for the validity mask.
         self.register_buffer("slots", torch.arange(context - 1), persistent=False)
-        self._tables: dict[tuple[int, torch.device], tuple[torch.Tensor, ...]] = {}
+        self._tables: dict[
+            tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+        ] = {}
 
-    def initial_state(self, batch_size: int, device: torch.device | None = None) -> dict:
+    def initial_state(
+        self, batch_size: int, device: torch.device | None = None
+    ) -> dict[str, torch.Tensor]:
         """An empty cache: k, v zeros (B, L, C-1, D); n zeros (B, 1)."""
         shape = (batch_size, self.num_layers, self.context - 1, self.d_model)
         return {

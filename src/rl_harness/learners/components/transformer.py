@@ -32,7 +32,9 @@ learned absolute positions would index chunk steps, not window slots.)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -129,7 +131,8 @@ def distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     distinct, so sharing is always exact. Other dtypes use unique(dim=0).
     """
     if x.dtype != torch.float32:
-        return torch.unique(x, dim=0, return_inverse=True)
+        unique_rows: tuple[torch.Tensor, torch.Tensor] = torch.unique(x, dim=0, return_inverse=True)
+        return unique_rows
     bits = x.view(torch.int32).long() + 2**31  # each column's pattern in [0, 2^32)
     ids = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
     count = 1
@@ -152,7 +155,9 @@ class WindowAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * num_heads * d_head)
         self.out = nn.Linear(num_heads * d_head, d_model)
 
-    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None):
+    def forward(
+        self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> torch.Tensor:
         batch, width, _ = x.shape
         q, k, v = (
             t.view(batch, width, self.num_heads, self.d_head).transpose(1, 2)
@@ -163,7 +168,10 @@ class WindowAttention(nn.Module):
         y = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
         )
-        return self.out(y.transpose(1, 2).reshape(batch, width, self.num_heads * self.d_head))
+        out: torch.Tensor = self.out(
+            y.transpose(1, 2).reshape(batch, width, self.num_heads * self.d_head)
+        )
+        return out
 
     def forward_trie(
         self,
@@ -191,7 +199,8 @@ class WindowAttention(nn.Module):
         scores = (q[:, None] * keys).sum(-1) / math.sqrt(d_head)  # (Q, W, heads)
         scores = scores.masked_fill(~trie.attend[queries][:, :, None], float("-inf"))
         y = (scores.softmax(dim=1)[..., None] * values).sum(1)  # (Q, heads, d_head)
-        return self.out(y.reshape(-1, heads * d_head))
+        out: torch.Tensor = self.out(y.reshape(-1, heads * d_head))
+        return out
 
 
 class WindowBlock(nn.Module):
@@ -219,7 +228,8 @@ class WindowBlock(nn.Module):
         self, h: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None
     ) -> torch.Tensor:
         h = h + self.drop(self.attn(self.norm1(h), rotary))
-        return h + self.drop(self.mlp(self.norm2(h)))
+        out: torch.Tensor = h + self.drop(self.mlp(self.norm2(h)))
+        return out
 
     def forward_trie(
         self,
@@ -230,7 +240,8 @@ class WindowBlock(nn.Module):
     ) -> torch.Tensor:
         """The block on trie nodes h (N, d_model), returned for the nodes `queries`."""
         h = h[queries] + self.attn.forward_trie(self.norm1(h), trie, queries, rotary)
-        return h + self.mlp(self.norm2(h))
+        out: torch.Tensor = h + self.mlp(self.norm2(h))
+        return out
 
 
 class CausalTransformerEncoder(nn.Module):
@@ -310,6 +321,10 @@ class CausalTransformerEncoder(nn.Module):
         self.norm: nn.Module | None = nn.LayerNorm(d_model) if final_norm else None
         self.output_dim = d_model
 
+    def _blocks(self) -> Sequence[WindowBlock]:
+        # To mypy a ModuleList holds Modules; this one holds only WindowBlocks.
+        return cast(Sequence[WindowBlock], self.blocks)
+
     def _embed(self, x: torch.Tensor) -> torch.Tensor:
         if self.token_input:
             if x.dim() != 2 or x.is_floating_point():
@@ -322,7 +337,8 @@ class CausalTransformerEncoder(nn.Module):
         width = h.shape[1]
         if width > self.context_len:
             raise ValueError(f"window of {width} positions exceeds context_len {self.context_len}")
-        return h if self.position is None else h + self.position[:width]
+        out: torch.Tensor = h if self.position is None else h + self.position[:width]
+        return out
 
     def forward_residuals(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """The residual stream at every depth, each (B, W, d_model): "embed" (input to
@@ -334,7 +350,7 @@ class CausalTransformerEncoder(nn.Module):
         if self.positions == "rotary":
             rotary = rotary_tables(h.shape[1], self.d_head, self.rope_base, h.device)
         residuals = {"embed": h}
-        for index, block in enumerate(self.blocks):
+        for index, block in enumerate(self._blocks()):
             h = block(h, rotary)
             residuals[f"block_{index + 1}"] = h
         residuals["final_norm"] = h if self.norm is None else self.norm(h)
@@ -355,7 +371,7 @@ class CausalTransformerEncoder(nn.Module):
         oldest inputs. Feature inputs are deduplicated bit for bit (`distinct_rows`).
         Needs dropout 0 in training (per-node dropout masks would be shared by windows).
         """
-        if self.training and any(block.drop.p > 0 for block in self.blocks):
+        if self.training and any(block.drop.p > 0 for block in self._blocks()):
             raise ValueError("prefix-shared forward needs dropout 0 (shared nodes, shared masks)")
         if self.token_input:
             if x.dim() != 2 or x.is_floating_point():
@@ -370,7 +386,10 @@ class CausalTransformerEncoder(nn.Module):
         if width > self.context_len:
             raise ValueError(f"window of {width} positions exceeds context_len {self.context_len}")
         trie = prefix_trie(symbols, vocab)
-        table = self.embed.weight if self.token_input else self.embed(rows)
+        # Token inputs: the nn.Embedding's table; features: the nn.Linear on the distinct rows.
+        table: torch.Tensor = (
+            cast(nn.Embedding, self.embed).weight if self.token_input else self.embed(rows)
+        )
         h = table.index_select(0, trie.symbol)
         if self.position is not None:
             h = h + self.position[trie.depth]
@@ -378,10 +397,11 @@ class CausalTransformerEncoder(nn.Module):
         if self.positions == "rotary":
             rotary = rotary_tables(width, self.d_head, self.rope_base, h.device)
         everything = slice(None)
-        for block in self.blocks[:-1]:
+        for block in self._blocks()[:-1]:
             h = block.forward_trie(h, trie, everything, rotary)
         # Only the full windows' nodes feed the output: the last block queries them alone.
-        h = self.blocks[-1].forward_trie(h, trie, slice(trie.leaf_start, None), rotary)
+        h = self._blocks()[-1].forward_trie(h, trie, slice(trie.leaf_start, None), rotary)
         if self.norm is not None:
             h = self.norm(h)
-        return h.index_select(0, trie.leaf - trie.leaf_start)
+        out: torch.Tensor = h.index_select(0, trie.leaf - trie.leaf_start)
+        return out

@@ -53,7 +53,7 @@ class BatchedObservations(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         if Columns.OBS in batch:
@@ -99,7 +99,7 @@ class ListifyBatch(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         shared_data = {} if shared_data is None else shared_data
@@ -124,7 +124,9 @@ class ListifyBatch(ConnectorV2):
         return batch
 
 
-def batched_env_to_module(env: Any = None, spaces: Any = None, device: Any = None) -> list:
+def batched_env_to_module(
+    env: Any = None, spaces: Any = None, device: Any = None
+) -> list[ConnectorV2]:
     """`config.env_runners(env_to_module_connector=..., add_default_connectors_to_env_to_
     module_pipeline=False)` for a stateless single-agent module: RLlib's default pieces
     for such a module (observations batched, then tensors), the batching in one pass."""
@@ -137,7 +139,7 @@ def batched_module_to_env(
     *,
     normalize_actions: bool = True,
     clip_actions: bool = False,
-) -> list:
+) -> list[ConnectorV2]:
     """`config.env_runners(module_to_env_connector=..., add_default_connectors_to_module_
     to_env_pipeline=False)` for a stateless single-agent module: RLlib's default pieces
     (actions sampled, numpy, unsquashed/clipped as the config says), the unbatching in

@@ -84,7 +84,7 @@ class InfoTargetsToBatch(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         extended = bool((shared_data or {}).get(_EXTENDED_FLAG))

@@ -111,7 +111,7 @@ class KVCacheStateIn(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         if rl_module is None or not rl_module.is_stateful() or Columns.STATE_IN in batch:
@@ -191,7 +191,7 @@ class KVStepsToEpisodes(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         if Columns.STATE_OUT not in batch or shared_data is None:
@@ -233,12 +233,14 @@ class BatchedNormalizeAndClipActions(NormalizeAndClipActions):
         self,
         *,
         rl_module: Any,
-        batch: dict[str, Any],
+        batch: dict[str, Any] | None,
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
+        if batch is None:  # RLlib's signature allows it; the module's output always comes
+            raise ValueError("BatchedNormalizeAndClipActions needs the module's output batch")
         if self.normalize_actions:
             batch[Columns.ACTIONS_FOR_ENV] = unsquash_action(
                 copy.deepcopy(batch[Columns.ACTIONS]), self._action_space_struct
@@ -264,7 +266,7 @@ class KVCacheChunkStarts(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         if Columns.STATE_IN in batch:
@@ -364,10 +366,11 @@ class KVCacheLearnerMixin:
             if not self.gae_without_autograd:
                 gae = []
             for piece in gae:
-                connector.insert_before(
-                    GeneralAdvantageEstimation,
-                    NoGradGeneralAdvantageEstimation(gamma=piece.gamma, lambda_=piece.lambda_),
+                # RLlib's GAE __init__ (which the piece inherits) is unannotated.
+                no_grad = NoGradGeneralAdvantageEstimation(  # type: ignore[no-untyped-call]
+                    gamma=piece.gamma, lambda_=piece.lambda_
                 )
+                connector.insert_before(GeneralAdvantageEstimation, no_grad)
                 connector.remove(GeneralAdvantageEstimation)
 
 

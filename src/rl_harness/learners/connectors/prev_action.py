@@ -45,7 +45,7 @@ class PrevActionToBatch(ConnectorV2):
         batch: dict[str, Any],
         episodes: list[Any],
         explore: bool | None = None,
-        shared_data: dict | None = None,
+        shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         for episode in self.single_agent_episode_iterator(

@@ -10,7 +10,7 @@ in training forward passes; acting never pays for them. They keep PyTorch's init
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModule
@@ -49,7 +49,15 @@ def add_aux_logits(out: dict[str, Any], keys: AuxKeys, head: nn.Module) -> dict[
     return out
 
 
-class NextTokenAuxHeadMixin:
+# To mypy the mixin is the RLModule it is composed with (its super() calls and the
+# attributes it reads are RLModule's); at run time it is a plain mixin.
+if TYPE_CHECKING:
+    _ModuleBase = RLModule
+else:
+    _ModuleBase = object
+
+
+class NextTokenAuxHeadMixin(_ModuleBase):
     """Adds `next_token_aux/logits` (..., num_classes) from the representation.
 
     model_config: "next_token_aux/num_classes" (required),
@@ -63,7 +71,7 @@ class NextTokenAuxHeadMixin:
 
     @override(RLModule)
     def setup(self) -> None:
-        super().setup()
+        super().setup()  # type: ignore[no-untyped-call]  # RLlib's setup is unannotated
         self.next_token_aux_head = build_aux_head(self, NEXT_TOKEN_AUX)
 
     @override(RLModule)
@@ -72,7 +80,7 @@ class NextTokenAuxHeadMixin:
         return add_aux_logits(out, NEXT_TOKEN_AUX, self.next_token_aux_head)
 
 
-class StateAuxHeadMixin:
+class StateAuxHeadMixin(_ModuleBase):
     """Adds `state_aux/logits` (..., num_classes) from the representation.
 
     model_config: "state_aux/num_classes" (required), "state_aux/hidden_sizes"
@@ -83,7 +91,7 @@ class StateAuxHeadMixin:
 
     @override(RLModule)
     def setup(self) -> None:
-        super().setup()
+        super().setup()  # type: ignore[no-untyped-call]  # RLlib's setup is unannotated
         self.state_aux_head = build_aux_head(self, STATE_AUX)
 
     @override(RLModule)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
@@ -68,6 +69,28 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         kwargs.pop("catalog_class", None)
         super().__init__(*args, **kwargs)
 
+    def _config_dict(self) -> dict[str, Any]:
+        """`model_config` as the dict these modules read (RLModuleSpec.build passes a dict; a
+        DefaultModelConfig dataclass is RLlib's catalog's, which these modules drop)."""
+        config = self.model_config or {}
+        if not isinstance(config, dict):
+            raise TypeError(
+                f"{type(self).__name__} takes model_config as a dict, got {type(config).__name__}"
+            )
+        return config
+
+    def _observation_space(self) -> gym.Space[Any]:
+        """The observation space (RLlib builds every module with one)."""
+        if self.observation_space is None:
+            raise ValueError(f"{type(self).__name__} needs an observation_space")
+        return self.observation_space
+
+    def _action_space(self) -> gym.Space[Any]:
+        """The action space (RLlib builds every module with one)."""
+        if self.action_space is None:
+            raise ValueError(f"{type(self).__name__} needs an action_space")
+        return self.action_space
+
     def input_parameters(self) -> list[torch.nn.Parameter]:
         """The trunk's input-side parameters (embeddings: raw features in). Subclasses list
         them so Muon leaves them to AdamW."""
@@ -103,7 +126,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
 
     @override(RLModule)
     def setup(self) -> None:
-        config = self.model_config or {}
+        config = self._config_dict()
         check_known_keys(config, self.accepted_model_config_keys(), type(self).__name__)
         self.init = module_init(config)
         self.representation_dim = self.setup_trunk(config)
@@ -114,7 +137,7 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
         activation = config_choice(config, "activation", "tanh", ACTIVATIONS)
         self.pi = MLPHead(
             self.representation_dim,
-            action_dist_input_dim(self.action_space),
+            action_dist_input_dim(self._action_space()),
             head_sizes,
             activation,
             output_scale=self.init.pi_output_scale,
@@ -211,4 +234,5 @@ class ActorCriticRLModule(TorchRLModule, ValueFunctionAPI, abc.ABC):
     ) -> torch.Tensor:
         if embeddings is None:
             embeddings, _ = self.training_representation(batch)
-        return self.vf(embeddings).squeeze(-1)
+        values: torch.Tensor = self.vf(embeddings).squeeze(-1)
+        return values

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -41,14 +41,15 @@ class GRUActorCritic(ActorCriticRLModule):
             )
         config_int(config, "max_seq_len")  # checked here; RLlib reads it from model_config
         self.gru = GRUEncoder(
-            flat_feature_dim(self.observation_space),
+            flat_feature_dim(self._observation_space()),
             config_int(config, "hidden_size", 64),
             config_int(config, "num_layers", 1),
         )
         return self.gru.output_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.gru.gru.weight_ih_l0]
+        # nn.GRU's input-to-hidden weights are Parameters (typed as Tensor | Module by torch).
+        return [cast(torch.nn.Parameter, self.gru.gru.weight_ih_l0)]
 
     @override(RLModule)
     def get_initial_state(self) -> dict[str, np.ndarray]:
@@ -56,12 +57,12 @@ class GRUActorCritic(ActorCriticRLModule):
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         obs = batch[Columns.OBS]
-        if obs.dim() != 2 + len(self.observation_space.shape):
+        obs_shape = self._observation_space().shape or ()
+        if obs.dim() != 2 + len(obs_shape):
             raise ValueError(
-                f"GRUActorCritic expects obs of shape (B, T, *{self.observation_space.shape}), "
-                f"got {tuple(obs.shape)}"
+                f"GRUActorCritic expects obs of shape (B, T, *{obs_shape}), got {tuple(obs.shape)}"
             )
         state_in = batch.get(Columns.STATE_IN)
         h0 = None if state_in is None else state_in["h"]
-        outputs, h_n = self.gru(flat_features(obs, self.observation_space, 2), h0)
+        outputs, h_n = self.gru(flat_features(obs, self._observation_space(), 2), h0)
         return outputs, {"h": h_n}

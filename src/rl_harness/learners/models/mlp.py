@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -28,17 +28,20 @@ class MLPActorCritic(ActorCriticRLModule):
     def setup_trunk(self, config: dict[str, Any]) -> int:
         self._lead_dims = 1
         self.encoder = MLPEncoder(
-            flat_feature_dim(self.observation_space),
+            flat_feature_dim(self._observation_space()),
             config_sizes(config, "hidden_sizes", (64, 64), allow_empty=False),
             config_choice(config, "activation", "tanh", ACTIVATIONS),
         )
         return self.encoder.output_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.encoder.net[0].weight]
+        # The first layer is an nn.Linear (MLPEncoder): its weight is a Parameter.
+        return [cast(torch.nn.Parameter, self.encoder.net[0].weight)]
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, None]:
         obs = batch[Columns.OBS]
         # Everything before the observation's own dims is batch (and maybe time).
-        lead_dims = obs.dim() - len(self.observation_space.shape)
-        return self.encoder(flat_features(obs, self.observation_space, lead_dims)), None
+        space = self._observation_space()
+        lead_dims = obs.dim() - len(space.shape or ())
+        features: torch.Tensor = self.encoder(flat_features(obs, space, lead_dims))
+        return features, None

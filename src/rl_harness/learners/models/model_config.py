@@ -54,8 +54,12 @@ def config_float(
 def config_positive_float(config: Mapping[str, Any], key: str, default: float) -> float:
     """A finite float > 0 under `key` (a std, a scale)."""
     value = _get(config, key, default)
-    ok = not isinstance(value, bool) and isinstance(value, int | float)
-    if not ok or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"model_config[{key!r}] must be a positive number, got {value!r}")
     return float(value)
 
@@ -65,9 +69,10 @@ def config_sizes(
 ) -> tuple[int, ...]:
     """A list of positive ints (layer sizes) under `key`."""
     value = _get(config, key, default)
-    ok = not isinstance(value, str | bytes) and isinstance(value, Sequence)
-    sizes = tuple(value) if ok else ()
-    ok = ok and all(not isinstance(s, bool) and isinstance(s, int) and s > 0 for s in sizes)
+    is_list = not isinstance(value, str | bytes) and isinstance(value, Sequence)
+    items: tuple[object, ...] = tuple(value) if isinstance(value, Sequence) and is_list else ()
+    sizes = tuple(s for s in items if not isinstance(s, bool) and isinstance(s, int) and s > 0)
+    ok = is_list and len(sizes) == len(items)
     if not ok or (not sizes and not allow_empty):
         what = "a list of positive ints" + ("" if allow_empty else " (non-empty)")
         raise ValueError(f"model_config[{key!r}] must be {what}, got {value!r}")

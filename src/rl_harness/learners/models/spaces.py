@@ -6,6 +6,7 @@ Vectorized tensor code only: these run inside every forward pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 
-def action_dist_input_dim(space: gym.Space) -> int:
+def action_dist_input_dim(space: gym.Space[Any]) -> int:
     """Width of ACTION_DIST_INPUTS for RLlib's default torch distributions."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
@@ -25,7 +26,7 @@ def action_dist_input_dim(space: gym.Space) -> int:
     )
 
 
-def flat_feature_dim(space: gym.Space) -> int:
+def flat_feature_dim(space: gym.Space[Any]) -> int:
     """Width of `flat_features` for one observation of `space`."""
     if isinstance(space, gym.spaces.Box):
         return int(np.prod(space.shape))
@@ -39,7 +40,7 @@ def flat_feature_dim(space: gym.Space) -> int:
     )
 
 
-def flat_features(obs: torch.Tensor, space: gym.Space, lead_dims: int) -> torch.Tensor:
+def flat_features(obs: torch.Tensor, space: gym.Space[Any], lead_dims: int) -> torch.Tensor:
     """(*lead, *obs_shape) -> (*lead, flat_feature_dim) float; discrete values one-hot."""
     lead = obs.shape[:lead_dims]
     if isinstance(space, gym.spaces.Box):
@@ -72,7 +73,7 @@ class WindowLayout:
 
 
 def window_layout(
-    space: gym.Space,
+    space: gym.Space[Any],
     context_len: int | None,
     feature_dim: int | None = None,
     window_keys: tuple[str, ...] | None = None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -105,7 +105,7 @@ class TransformerActorCritic(ActorCriticRLModule):
         ):
             raise ValueError(f"model_config['window_keys'] must be a list of keys, got {keys!r}")
         self.layout = window_layout(
-            self.observation_space,
+            self._observation_space(),
             context_len,
             feature_dim,
             None if keys is None else tuple(keys),
@@ -158,7 +158,9 @@ class TransformerActorCritic(ActorCriticRLModule):
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
         position = self.transformer.position
-        return [self.transformer.embed.weight] + ([position] if position is not None else [])
+        # The embedding is an nn.Embedding or nn.Linear: its weight is a Parameter.
+        embed = cast(torch.nn.Parameter, self.transformer.embed.weight)
+        return [embed] + ([position] if position is not None else [])
 
     def _window(self, batch: dict[str, Any]) -> torch.Tensor:
         """The model's input: the newest `window` positions, oldest first."""

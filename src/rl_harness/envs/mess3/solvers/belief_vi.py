@@ -67,7 +67,9 @@ def _successors(
     return expected, index.reshape(*nxt.shape[:2], 9).astype(np.int32), coef
 
 
-def _lattice_tables(problem, grid, lattice, delay):
+def _lattice_tables(
+    problem: OccupancyProblem, grid: SimplexGrid, lattice: np.ndarray, delay: int
+) -> tuple[np.ndarray, ...]:
     chunk = max(1, _CHUNK_ENTRIES // (len(lattice) * 9))
     parts = [
         _successors(problem, grid, grid.points[start : start + chunk], lattice[None], delay)
@@ -76,12 +78,22 @@ def _lattice_tables(problem, grid, lattice, delay):
     return tuple(np.concatenate(p, axis=0) for p in zip(*parts, strict=True))
 
 
-def _q(tables, values: np.ndarray) -> np.ndarray:
+def _q(tables: tuple[np.ndarray, ...], values: np.ndarray) -> np.ndarray:
     expected, index, coef = tables
-    return expected + (coef * values[index]).sum(-1)
+    q: np.ndarray = expected + (coef * values[index]).sum(-1)
+    return q
 
 
-def _solve(problem, delay, per_edge, per_axis, tolerance, polish_rounds, max_sweeps, progress):
+def _solve(
+    problem: OccupancyProblem,
+    delay: int,
+    per_edge: int,
+    per_axis: int,
+    tolerance: float,
+    polish_rounds: int,
+    max_sweeps: int,
+    progress: bool,
+) -> tuple[float, dict[str, np.ndarray]]:
     grid = SimplexGrid(per_edge)
     lattice = action_lattice(problem.w_max, per_axis)
     spacing = 2 * problem.w_max / (per_axis - 1)

@@ -88,7 +88,9 @@ def cached(
     handle, temporary = tempfile.mkstemp(dir=directory, suffix=".npz.tmp")
     try:
         with os.fdopen(handle, "wb") as stream:
-            np.savez(stream, key=np.array(text), value=np.array(value), **arrays)
+            # One dict of Any: savez's stubs fear an array named allow_pickle in **arrays.
+            entries: dict[str, Any] = {"key": np.array(text), "value": np.array(value), **arrays}
+            np.savez(stream, **entries)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -4,6 +4,7 @@ improvement step polishes each state's action continuously (exact evaluation on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +18,14 @@ from rl_harness.envs.mess3.solvers.solution import Solution
 _STATES = np.arange(3)
 
 
-def _state_q(problem: OccupancyProblem, h: np.ndarray):
+def _state_q(problem: OccupancyProblem, h: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """Objective for `polish`: actions (3, C, 2) -> Q(s, a) (3, C), row s for state s."""
 
     def objective(actions: np.ndarray) -> np.ndarray:
         tilted, reward = problem.step_terms(actions)  # (3, C, 3, 3), (3, C, 3)
         rows = tilted[_STATES, :, _STATES]  # (3, C, 3): U_a(. | s)
-        return reward[_STATES, :, _STATES] + rows @ h
+        q: np.ndarray = reward[_STATES, :, _STATES] + rows @ h
+        return q
 
     return objective
 

@@ -13,10 +13,14 @@ Each has `arrays()` (what the on-disk cache stores) and `from_arrays`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rl_harness.envs.mess3.solvers.simplex import SimplexGrid
+
+if TYPE_CHECKING:
+    from rl_harness.envs.hmm.simulator import ObservationLayout
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,8 @@ class BeliefPolicy:
     def __call__(self, beliefs: np.ndarray) -> np.ndarray:
         grid = SimplexGrid(self.per_edge)
         index, weight = grid.locate(np.asarray(beliefs, dtype=np.float64))
-        return (self.actions[index] * weight[..., None]).sum(axis=-2)
+        result: np.ndarray = (self.actions[index] * weight[..., None]).sum(axis=-2)
+        return result
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {"per_edge": np.array(self.per_edge), "actions": self.actions}
@@ -79,7 +84,7 @@ class WindowPolicy:
         return cls(int(arrays["k"]), arrays["table"])
 
 
-def visible_tokens(observations: np.ndarray, layout, k: int) -> np.ndarray:
+def visible_tokens(observations: np.ndarray, layout: ObservationLayout, k: int) -> np.ndarray:
     """The newest k visible tokens (n, k), newest first, -1 where none yet, read from a batch
     of HMM env observations (n, size) with `env.layout` (token_window must be >= k)."""
     observations = np.asarray(observations)

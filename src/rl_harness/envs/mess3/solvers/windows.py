@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from itertools import combinations
 from math import comb
 from pathlib import Path
+from typing import Any, TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rl_harness.envs.mess3.solvers.cache import cached, resolve_cache
 from rl_harness.envs.mess3.solvers.common import action_lattice, stationary
@@ -67,7 +69,7 @@ class WindowChain:
 
     @property
     def size(self) -> int:
-        return 3 ** (self.m + 1)
+        return int(3 ** (self.m + 1))
 
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """state (S,), visible window index (S, 3 tokens o_t), next X without s' (S, 3)."""
@@ -82,10 +84,13 @@ class WindowChain:
         """The next X of each (X, o_t, s'), shape (S, 3, 3) (repeats over o_t when m = 0)."""
         _, _, rest = self.tables()
         span = 3**self.m
-        return np.arange(3)[None, None, :] * span + rest[:, :, None]
+        targets: np.ndarray = np.arange(3)[None, None, :] * span + rest[:, :, None]
+        return targets
 
 
-def _rows(problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray, rows: np.ndarray):
+def _rows(
+    problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows `rows` (r,) of the joint chain's transition matrix, (B, r, S), and their expected
     rewards (B, r), for tables (B, 3**k, 2)."""
     state, visible, rest = chain.tables()
@@ -110,17 +115,20 @@ def _rows(problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray, row
     return transitions, rewards
 
 
-def _chain(problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray):
+def _chain(
+    problem: OccupancyProblem, chain: WindowChain, tables: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Transition matrices (B, S, S) and rewards (B, S) of the joint chain for tables."""
     return _rows(problem, chain, tables, np.arange(chain.size))
 
 
-def table_values(problem: OccupancyProblem, delay: int, tables: np.ndarray) -> np.ndarray:
+def table_values(problem: OccupancyProblem, delay: int, tables: ArrayLike) -> np.ndarray:
     """Exact long-run average reward per step of table policies (B, 3**k, 2) at `delay`."""
     tables = np.asarray(tables, dtype=np.float64)
     k = round(np.log(tables.shape[1]) / np.log(3))
     transitions, rewards = _chain(problem, WindowChain(delay, k), tables)
-    return (stationary(transitions) * rewards).sum(-1)
+    values: np.ndarray = (stationary(transitions) * rewards).sum(-1)
+    return values
 
 
 class _Current:
@@ -168,7 +176,8 @@ class _Current:
             np.swapaxes(system, 1, 2),
             np.broadcast_to(self.law[rows], (len(candidates), len(rows)))[..., None],
         )[..., 0]
-        return self.value + (law_rows * (dg + rewards[1:] - rewards[0])).sum(axis=1)
+        values: np.ndarray = self.value + (law_rows * (dg + rewards[1:] - rewards[0])).sum(axis=1)
+        return values
 
     def gradient(self) -> np.ndarray:
         """d value / d table, (W, 2): sum over (X, o) of pi(X) E(s, o) (dr + dU . g(next))."""
@@ -186,14 +195,15 @@ class _Current:
         """Windows (W,) bool whose action is 0 where actions cost and the cost's kink absorbs
         the rest of the gradient (norm <= action_cost * how often the window acts): optimal
         in place, and where a smooth method must not go (|a| has no gradient at 0)."""
-        kink = (self.table == 0).all(axis=1) & (self.problem.action_cost > 0)
+        kink: np.ndarray = (self.table == 0).all(axis=1) & (self.problem.action_cost > 0)
         if not kink.any():
             return kink
         usage = np.zeros(len(self.table))
         weight = self.law[:, None] * self.problem.emission[self.state]  # (S, o)
         np.add.at(usage, self.visible.ravel(), weight.ravel())
         absorbed = np.linalg.norm(self.gradient(), axis=1) <= self.problem.action_cost * usage
-        return kink & absorbed
+        resting: np.ndarray = kink & absorbed
+        return resting
 
     def residual(self) -> float:
         """Projected gradient (max norm) in the box, resting windows excluded: 0 at a
@@ -304,7 +314,7 @@ def _ascend(
     return _Ascent(current.value, current.table, max_rounds, False)
 
 
-def _scan(problem: OccupancyProblem, chain: WindowChain, choices: np.ndarray, n: int):
+def _scan(problem: OccupancyProblem, chain: WindowChain, choices: np.ndarray, n: int) -> np.ndarray:
     """The n best tables (n, W, 2) among every table whose windows take actions in `choices`
     (A, 2): A**W tables, valued exactly in chunks."""
     n_windows = 3**chain.k
@@ -317,7 +327,8 @@ def _scan(problem: OccupancyProblem, chain: WindowChain, choices: np.ndarray, n:
         digits = (index[:, None] // powers) % len(choices)
         values[start : start + len(index)] = table_values(problem, chain.delay, choices[digits])
     best = np.argsort(values)[::-1][:n]
-    return choices[(best[:, None] // powers) % len(choices)]
+    tables: np.ndarray = choices[(best[:, None] // powers) % len(choices)]
+    return tables
 
 
 def _distinct(results: list[_Ascent], n: int) -> list[_Ascent]:
@@ -345,7 +356,14 @@ def _scan_choices(w_max: float, k: int, scan_per_axis: int) -> tuple[str, np.nda
     return None
 
 
-def _starts(problem, chain, lifted, scan_per_axis, n_starts, seed):
+def _starts(
+    problem: OccupancyProblem,
+    chain: WindowChain,
+    lifted: np.ndarray | None,
+    scan_per_axis: int,
+    n_starts: int,
+    seed: int,
+) -> dict[str, np.ndarray]:
     """Named groups of start tables (see the module docstring) and what they cover."""
     n_windows = 3**chain.k
     w_max = problem.w_max
@@ -367,7 +385,24 @@ def _starts(problem, chain, lifted, scan_per_axis, n_starts, seed):
     return groups
 
 
-def _solve(problem, delay, k, options, lifted, progress):
+class _StackOptions(TypedDict):
+    """solve_stack's search settings (also part of its cache key)."""
+
+    per_axis: int
+    scan_per_axis: int
+    n_starts: int
+    seed: int
+    max_rounds: int
+
+
+def _solve(
+    problem: OccupancyProblem,
+    delay: int,
+    k: int,
+    options: _StackOptions,
+    lifted: np.ndarray | None,
+    progress: bool,
+) -> tuple[float, dict[str, np.ndarray]]:
     chain = WindowChain(delay, k)
     lattice = action_lattice(problem.w_max, options["per_axis"])
     bang = action_lattice(problem.w_max, 3)  # corners, edge midpoints and 0
@@ -382,8 +417,8 @@ def _solve(problem, delay, k, options, lifted, progress):
         for table in tables:
             found.append(_ascend(_Current(*problem_chain, table), lattice, pairs, rounds, False))
         if progress:
-            best = max(result.value for result in found)
-            print(f"stack_{k} (delay {delay}): {label}: best so far {best:.6f}", flush=True)
+            so_far = max(result.value for result in found)
+            print(f"stack_{k} (delay {delay}): {label}: best so far {so_far:.6f}", flush=True)
     # The best distinct lattice optima, polished (L-BFGS-B alternating with lattice sweeps).
     refined = [
         _ascend(_Current(*problem_chain, result.table), lattice, pairs, rounds, True)
@@ -459,7 +494,7 @@ def solve_stack(
             "per_axis must be >= 3, scan_per_axis >= 2, n_starts and max_rounds >= 1, got "
             f"{per_axis}, {scan_per_axis}, {n_starts}, {max_rounds}"
         )
-    options = {
+    options: _StackOptions = {
         "per_axis": per_axis,
         "scan_per_axis": scan_per_axis,
         "n_starts": n_starts,
@@ -471,9 +506,21 @@ def solve_stack(
     return Solution.from_arrays(name, value, WindowPolicy.from_arrays(arrays), settings, arrays)
 
 
-def _cached_stack(problem, delay, k, options, cache, progress):
+def _cached_stack(
+    problem: OccupancyProblem,
+    delay: int,
+    k: int,
+    options: _StackOptions,
+    cache: bool | str | Path,
+    progress: bool,
+) -> tuple[float, dict[str, np.ndarray], dict[str, Any]]:
     """(value, arrays, settings) of stack_k, after the (k - 1) solve whose optima it lifts."""
-    settings = {"solver": "stack", "problem": problem.settings(), "delay": delay, "k": k}
+    settings: dict[str, Any] = {
+        "solver": "stack",
+        "problem": problem.settings(),
+        "delay": delay,
+        "k": k,
+    }
     settings |= options
     lifted = lower = None
     if k > 1:
@@ -493,7 +540,10 @@ def _cached_stack(problem, delay, k, options, cache, progress):
 
 
 def _plan_text(
-    problem: OccupancyProblem, chain: WindowChain, options: dict, lifted: np.ndarray | None
+    problem: OccupancyProblem,
+    chain: WindowChain,
+    options: _StackOptions,
+    lifted: np.ndarray | None,
 ) -> str:
     """What a stack_k solve will search, for its start log line."""
     n_windows = 3**chain.k
@@ -515,6 +565,6 @@ def _plan_text(
     )
 
 
-def solve_reactive(problem: OccupancyProblem, delay: int, **options) -> Solution:
+def solve_reactive(problem: OccupancyProblem, delay: int, **options: Any) -> Solution:
     """The best memoryless policy on the newest visible token (stack_k with k = 1)."""
     return solve_stack(problem, delay, 1, **options)
