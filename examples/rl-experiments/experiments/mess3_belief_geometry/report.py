@@ -371,6 +371,8 @@ def yardstick_table(runs: Sequence[StudyRun]) -> str:
 
 # ------------------------------------------------------------ the original study's figures
 ORIGINAL_FIGURES = STUDY_DIR / "original_figures.json"
+# The original's data protocol at step 0 measured on our module (original_protocol.py).
+ORIGINAL_PROTOCOL = STUDY_DIR / "original_protocol.json"
 # Our probe over training per checkpoint against the original's probe_curve.json figure.
 ORIGINAL_QUANTITIES = {
     "R² global": ("r2_pooled", "r2_global"),
@@ -405,18 +407,41 @@ def _causes(record: Mapping[str, Any], steps: int | None) -> str:
     )
 
 
-def _spread_reading(ours: float, theirs: Sequence[float], causes: str) -> str:
+def _spread_reading(
+    ours: float, theirs: Sequence[float], causes: str, measured: Sequence[float] | None = None
+) -> str:
+    """Within the original's per-seed range, or beyond it with the candidate causes; where the
+    original's data protocol was measured on our module (`measured`, step 0), whether that
+    alone lands in the original's range (then `data` explains the difference)."""
     low, high = min(theirs), max(theirs)
     if low <= ours <= high:
         return "within the original's seed range"
+    if measured:
+        mean = sum(measured) / len(measured)
+        text = (
+            f"beyond it; measured with the original's data protocol (our module rolled out by "
+            f"its own sampled policy, original_protocol.json): {', '.join(_f(v) for v in measured)}"
+            f", {mean - sum(theirs) / len(theirs):+.3f} from the original's mean: "
+        )
+        if low <= mean <= high:
+            return text + "within its seed range, so `data` explains the difference"
+        rest = ", ".join(c for c in causes.split(", ") if c != "data")
+        return text + f"still beyond it: the rest unexplained; candidate causes: {rest}"
     return f"beyond it: unexplained; candidate causes: {causes}"
 
 
-def original_table(runs: Sequence[StudyRun], record: Mapping[str, Any] | None = None) -> str:
+def original_table(
+    runs: Sequence[StudyRun],
+    record: Mapping[str, Any] | None = None,
+    protocol: Mapping[str, Any] | None = None,
+) -> str:
     """Our runs beside the original study's figures (original_figures.json) at matched env
     steps; each row whose mean lies outside the original's per-seed range says which
-    candidate causes can act at that step (none is measured here: all are unexplained)."""
+    candidate causes can act at that step, and at step 0 what the original's data protocol
+    gives on our module (original_protocol.json, when measured)."""
     record = read_original_figures() if record is None else record
+    if protocol is None and ORIGINAL_PROTOCOL.is_file():
+        protocol = json.loads(ORIGINAL_PROTOCOL.read_text(encoding="utf-8"))
     arms = [arm for arm in _arms(runs) if arm in record["arms"]]
     lines = [
         f"Ours (`report.ORIGINAL_INIT_RUNS`, the probe over training in probe_metrics.json) "
@@ -454,11 +479,16 @@ def original_table(runs: Sequence[StudyRun], record: Mapping[str, Any] | None = 
                     near = _matched(match, [s for (z, s) in by_seed if z == seed])
                     theirs.append(by_seed[(seed, near)][theirs_key])
                 mean_ours, mean_theirs = sum(ours) / len(ours), sum(theirs) / len(theirs)
+                measured = (
+                    [row[ours_key]["value"] for row in protocol["rows"]]
+                    if protocol is not None and steps == 0
+                    else None
+                )
                 lines.append(
                     f"| {arm} ({figures[0]['original_arm']}) | {steps:,} / {match:,} | {label} | "
                     f"{', '.join(_f(v) for v in ours)} | {', '.join(_f(v) for v in theirs)} | "
                     f"{mean_ours - mean_theirs:+.3f} | "
-                    f"{_spread_reading(mean_ours, theirs, _causes(record, steps))} |"
+                    f"{_spread_reading(mean_ours, theirs, _causes(record, steps), measured)} |"
                 )
     lines += [
         "",
@@ -508,21 +538,19 @@ def original_table(runs: Sequence[StudyRun], record: Mapping[str, Any] | None = 
                 f"{_spread_reading(sum(ours) / len(ours), theirs, unmatched_causes)} |"
             )
         table = final["values"]
-        for label, ours, key in (
-            ("return per step, greedy", greedy, "reward_greedy"),
-            ("R² global", ours_r2["R² global"], "r2_global"),
-            ("R² within tokens_2", ours_r2["R² within tokens_2"], "r2_fine"),
+        finals = [f for f in curves if f["env_steps"] > 10_000_000]  # each seed's last record
+        for label, ours, key, seed_key in (
+            ("return per step, greedy", greedy, "reward_greedy", "reward_greedy"),
+            ("R² global", ours_r2["R² global"], "r2_global", "r2_global"),
+            ("R² within tokens_2", ours_r2["R² within tokens_2"], "r2_fine", "r2_fine_depth2"),
         ):
             mean, sd = table[key]
+            theirs = [f["values"][seed_key] for f in finals]
             lines.append(
                 f"| {name} | {steps:,} / final (10.03M) | {label} | "
-                f"{', '.join(_f(v) for v in ours)} | {mean:.3f} ± {sd:.3f} (arms_table.json) | "
-                + (
-                    "within mean ± 2 sd"
-                    if abs(sum(ours) / len(ours) - mean) <= 2 * sd
-                    else f"beyond mean ± 2 sd: unexplained; candidate causes: {unmatched_causes}"
-                )
-                + " |"
+                f"{', '.join(_f(v) for v in ours)} | {', '.join(_f(v) for v in theirs)}; "
+                f"{mean:.3f} ± {sd:.3f} (arms_table.json) | "
+                f"{_spread_reading(sum(ours) / len(ours), theirs, unmatched_causes)} |"
             )
     lines += ["", "Candidate causes (`original_figures.json`, `candidate_causes`):", ""]
     for cause in record["candidate_causes"]:
