@@ -206,8 +206,23 @@ def test_the_memory_incremental_tables_are_the_records(memory_runs) -> None:
                     for line in across.splitlines()
                     if line.startswith(f"| {arm} | {label} | global | {key[1:]} | ")
                 )
-                assert f"{mean:+.3f} [" in line and f"({len(values[key])})" in line
+                interval = " [" if len(values[key]) > 1 else f" ({len(values[key])})"
+                assert f"{mean:+.3f}{interval}" in line and f"({len(values[key])})" in line
                 assert f"| {report._p(p)} | {report._p(p_holm)} |" in line
+    # Three seeds made from a real record (b - a set to 0.5, 0.55, 0.6 at every k): the
+    # across-seed row is scipy's one-sided t-test and Holm over k.
+    seeds = [_shifted(memory_runs[0], 0.5, seed) for seed in (0, 1, 2)]
+    label_b_a = report.INCREMENT_QUANTITIES["agent_increment"]
+    across = report.memory_incremental_seeds_table(seeds)
+    values = [0.5, 0.55, 0.6]
+    p = float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+    line = next(
+        line
+        for line in across.splitlines()
+        if line.startswith(f"| {memory_runs[0].arm} | {label_b_a} | global | 1 | ")
+    )
+    assert "+0.550 [" in line and "(3)" in line
+    assert f"| {report._p(p)} | {report._p(min(1.0, 2 * p))} |" in line  # Holm over k = 1, 2
 
 
 def _planted_arm(run: report.StudyRun, arm: str, delta: float) -> report.StudyRun:
