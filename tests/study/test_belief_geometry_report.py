@@ -1,14 +1,29 @@
-"""The flagship README's generated tables (issue 52 items 3-4, issue 48 item 5): regenerated
-from the committed run records, they must equal the README's blocks; the statistics they
-print read as a reviewer would (Holm over each table, power at the stated effect, "worth m"
-only where the filter rises)."""
+"""The flagship README's generated tables (issue 52 items 2-4 and 6, issue 48 item 5):
+regenerated from the committed run records, they must equal the README's blocks; the
+statistics they print read as a reviewer would (Holm over each table, power at the stated
+effect, "worth m" only where the filter rises). The memory-point tables are regenerated from
+real smoke records of the two `_memory` leaves (tests/study/fixtures/, made with `rl-harness
+experiments.mess3_belief_geometry.<leaf>.experiment --smoke --seed N`; test fixtures, never the
+study's results), and the original study's figures from original_figures.json."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from experiments.mess3_belief_geometry import report
 
-from rl_harness.analysis import render_blocks
+from rl_harness.analysis import holm_adjust, render_blocks
+
+MEMORY_FIXTURES = Path(__file__).parent / "fixtures" / "mess3_belief_geometry_memory"
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +31,24 @@ def runs() -> list[report.StudyRun]:
     return report.load_runs(report.ORIGINAL_INIT_RUNS)
 
 
+def fixture_ids() -> dict[str, tuple[str, ...]]:
+    """The fixture runs by leaf (a leaf whose smoke runs did not finish has none)."""
+    return {
+        leaf: tuple(sorted(p.name for p in (MEMORY_FIXTURES / leaf / "results").iterdir()))
+        for leaf in report.MEMORY_RUNS
+        if (MEMORY_FIXTURES / leaf / "results").is_dir()
+    }
+
+
+@pytest.fixture(scope="module")
+def memory_runs() -> list[report.StudyRun]:
+    return report.load_runs(fixture_ids(), root=MEMORY_FIXTURES)
+
+
 def test_readme_tables_are_the_records(runs) -> None:
     text = report.README.read_text(encoding="utf-8")
-    assert render_blocks(text, report.blocks(runs)) == text, (
+    tables = report.blocks(runs) | report.memory_blocks(report.load_runs(report.MEMORY_RUNS))
+    assert render_blocks(text, tables) == text, (
         "README tables differ from the records: "
         "uv run python -m experiments.mess3_belief_geometry.report --write"
     )
@@ -85,3 +115,309 @@ def test_the_synthesis_writes_the_same_tables(runs) -> None:
     assert "## controls_holm\n\nNot made for these runs (KeyError" in synthesis.reviewed_tables(
         older
     )
+
+
+# ------------------------------------------------------------ the memory point (issue 52 item 2)
+
+
+def _records(run: report.StudyRun) -> dict:
+    folder = MEMORY_FIXTURES / run.arm / "results" / run.run_id
+    return {
+        name: json.loads((folder / f"{name}.json").read_text())
+        for name in ("result", "solver_values", "run_manifest")
+    }
+
+
+def test_memory_runs_are_read_against_their_own_points_ceilings(memory_runs) -> None:
+    assert {run.arm for run in memory_runs} <= set(report.MEMORY_RUNS)
+    assert {run.task_point for run in memory_runs} == {"memory"}
+    table = report.memory_returns_table(memory_runs)
+    values = _records(memory_runs[0])["solver_values"]
+    assert values["problem"]["alpha"] == 0.6 and values["problem"]["mixing"] == 0.1
+    assert f"belief-MDP ceiling {values['belief_mdp']:.4f}" in table  # 0.9643, not 0.3819
+    assert f"best stack-3 found {values['stack_3']:.4f}" in table
+    assert "0.3819" not in table and "0.3679" not in table  # never the flagship's
+    assert "solvers converged: belief_mdp yes, stack_3 yes, stack_2 yes, memoryless yes" in table
+    for run in memory_runs:
+        greedy = _records(run)["result"]["return_per_step"]["greedy"]
+        row = (
+            f"| {run.arm} | {run.seed} | `{run.run_id}` | {greedy:.4f} | "
+            f"{greedy / values['belief_mdp']:.3f} | {greedy - values['stack_3']:+.4f} |"
+        )
+        assert row in table
+
+
+def test_runs_of_different_points_are_never_pooled(runs, memory_runs) -> None:
+    from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
+
+    mixed = [runs[0], memory_runs[0]]
+    with pytest.raises(ValueError, match="never pooled"):
+        report.one_point(mixed)
+    with pytest.raises(ValueError, match="never pooled"):
+        report.memory_returns_table(mixed)
+    with pytest.raises(ValueError, match="flagship runs only"):
+        report.blocks(memory_runs)
+    with pytest.raises(ValueError, match="memory runs only"):
+        report.memory_blocks(runs)
+    folders = [
+        report.STUDY_DIR / runs[0].arm / "results" / runs[0].run_id,
+        MEMORY_FIXTURES / memory_runs[0].arm / "results" / memory_runs[0].run_id,
+    ]
+    by_point = synthesis.points(folders[::-1])
+    assert list(by_point) == ["flagship", "memory"]  # grouped, the flagship first
+    assert by_point["memory"] == folders[1:]
+    assert synthesis.point_values(by_point["memory"])["belief_mdp"] == pytest.approx(0.96428, 1e-4)
+    with pytest.raises(ValueError, match="never pooled"):
+        synthesis.reviewed_tables(folders)
+
+
+def test_the_memory_incremental_tables_are_the_records(memory_runs) -> None:
+    from scipy import stats
+
+    per_run = report.memory_incremental_runs_table(memory_runs)
+    across = report.memory_incremental_seeds_table(memory_runs)
+    for arm in {run.arm for run in memory_runs}:
+        arm_runs = [run for run in memory_runs if run.arm == arm]
+        headlines = [_records(run)["result"]["incremental_r2"] for run in arm_runs]
+        ks = sorted(headlines[0], key=lambda key: int(key[1:]))
+        assert len(ks) >= 2  # the smoke budget's window_k_max
+        for run, headline in zip(arm_runs, headlines, strict=True):
+            for key in ks:
+                b_a = headline[key]["agent_increment_within_branch"]
+                row = (
+                    f"| {arm} | {run.seed} | {key[1:]} | within tokens_2 | "
+                    f"{headline[key]['r2_window_within_branch']:.3f} | "
+                    f"{b_a['value']:+.3f} [{b_a['low']:+.3f}, {b_a['high']:+.3f}] |"
+                )
+                assert row in per_run
+        for quantity, label in report.INCREMENT_QUANTITIES.items():
+            values = {key: [h[key][quantity]["value"] for h in headlines] for key in ks}
+            ps = [  # one seed: no test (the fixtures hold what the loaded machine finished)
+                float(stats.ttest_1samp(values[key], 0.0, alternative="greater").pvalue)
+                if len(values[key]) > 1
+                else None
+                for key in ks
+            ]
+            adjusted = holm_adjust(ps)
+            for key, p, p_holm in zip(ks, ps, adjusted, strict=True):
+                mean = sum(values[key]) / len(values[key])
+                line = next(
+                    line
+                    for line in across.splitlines()
+                    if line.startswith(f"| {arm} | {label} | global | {key[1:]} | ")
+                )
+                interval = " [" if len(values[key]) > 1 else f" ({len(values[key])})"
+                assert f"{mean:+.3f}{interval}" in line and f"({len(values[key])})" in line
+                assert f"| {report._p(p)} | {report._p(p_holm)} |" in line
+    # Three seeds made from a real record (b - a set to 0.5, 0.55, 0.6 at every k): the
+    # across-seed row is scipy's one-sided t-test and Holm over k.
+    seeds = [_shifted(memory_runs[0], 0.5, seed) for seed in (0, 1, 2)]
+    label_b_a = report.INCREMENT_QUANTITIES["agent_increment"]
+    across = report.memory_incremental_seeds_table(seeds)
+    values = [0.5, 0.55, 0.6]
+    p = float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+    line = next(
+        line
+        for line in across.splitlines()
+        if line.startswith(f"| {memory_runs[0].arm} | {label_b_a} | global | 1 | ")
+    )
+    assert "+0.550 [" in line and "(3)" in line
+    assert f"| {report._p(p)} | {report._p(min(1.0, 2 * p))} |" in line  # Holm over k = 1, 2
+
+
+def _planted_arm(run: report.StudyRun, arm: str, delta: float) -> report.StudyRun:
+    """A copy of a real record as `arm`, every shared-data score moved by `delta` (a known
+    paired difference), its own rollouts' score moved by 10 (which must not enter)."""
+    controls = json.loads(json.dumps(run.result["controls_by_data"]))
+    for data, block in controls.items():
+        for key in ("agent_r2_within_branch", "agent_minus_untrained_within_branch"):
+            block[key] += 10.0 if data == "agent_greedy" else delta
+    result = dict(run.result) | {"controls_by_data": controls}
+    return dataclasses.replace(run, arm=arm, result=result)
+
+
+def test_the_arms_are_compared_on_shared_data_only(memory_runs) -> None:
+    first, second = report.MEMORY_RUNS
+    base = [run for run in memory_runs if run.arm == first]
+    runs = (
+        base
+        + [_planted_arm(run, second, 0.1 + 0.01 * index) for index, run in enumerate(base)]
+        + [_planted_arm(dataclasses.replace(base[0], seed=7), first, 0.0)]
+    )  # seed 7: one arm only
+    tests = report.memory_arm_tests(runs)
+    assert [t["data"] for t in tests] == ["belief_mdp", "belief_mdp", "random", "random"]
+    for entry in tests:  # paired by seed, only seeds both arms ran, agent_greedy never
+        assert entry["seeds"] == sorted(run.seed for run in base)
+        assert entry["differences"] == pytest.approx([0.1 + 0.01 * i for i in range(len(base))])
+    assert [t["p_holm"] for t in tests] == holm_adjust([t["p"] for t in tests])
+    table = report.memory_arms_table(runs)
+    assert "`agent_greedy`" not in table.split("|---|")[-1]  # no row of own rollouts
+    assert f"Holm over the {len(tests)} tests" in table
+    # The fixtures' own records, when both arms are there: the differences are the records'.
+    if {run.arm for run in memory_runs} == {first, second}:
+        by = {(run.arm, run.seed): _records(run)["result"] for run in memory_runs}
+        for entry in report.memory_arm_tests(memory_runs):
+            key = (
+                "agent_r2_within_branch"
+                if entry["label"] == "agent within-branch R²"
+                else "agent_minus_untrained_within_branch"
+            )
+            expected = [
+                by[(second, s)]["controls_by_data"][entry["data"]][key]
+                - by[(first, s)]["controls_by_data"][entry["data"]][key]
+                for s in entry["seeds"]
+            ]
+            assert entry["differences"] == pytest.approx(expected)
+
+
+def _shifted(run: report.StudyRun, shift: float, seed: int) -> report.StudyRun:
+    """The run as seed `seed` with every b - a set to `shift` plus a little (a planted,
+    consistent effect the line must report; two such copies make a testable pair)."""
+    headline = json.loads(json.dumps(run.result["incremental_r2"]))
+    for block in headline.values():
+        block["agent_increment"]["value"] = shift * (1 + 0.1 * seed)
+    result = dict(run.result) | {"incremental_r2": headline}
+    return dataclasses.replace(run, seed=seed, result=result)
+
+
+def test_what_is_not_shown_is_computed_from_the_table(memory_runs) -> None:
+    text = report.memory_not_shown(memory_runs)
+    for arm, table in report.memory_increments(memory_runs).items():
+        rows = table["agent_increment"]
+        missing = [r["k"] for r in rows if r["p_holm"] is None or r["p_holm"] >= 0.05]
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.startswith(f"- `{arm}`, global") and "beyond the k-step window" in line
+        )
+        if missing:
+            assert f"not shown at k = {', '.join(map(str, missing))}" in line
+        else:
+            assert "shown at every k" in line
+    # A planted, consistent increment of 0.5 in every seed and k: shown at every k.
+    planted = report.memory_not_shown(
+        [_shifted(run, 0.5, seed) for run in memory_runs for seed in (100, 101, 102)]
+    )
+    for arm in {run.arm for run in memory_runs}:
+        line = next(
+            line
+            for line in planted.splitlines()
+            if line.startswith(f"- `{arm}`, global") and "beyond the k-step window" in line
+        )
+        assert "shown at every k (1, 2)" in line, line
+    empty = report.memory_not_shown([])
+    assert empty.startswith("Nothing at the memory point is shown yet")
+
+
+@pytest.mark.slow
+def test_the_synthesis_reads_the_memory_point_against_its_own_solver_values(tmp_path) -> None:
+    root = tmp_path / "study"
+    shutil.copytree(MEMORY_FIXTURES, root)
+    cli = Path(sys.executable).with_name("rl-harness")
+    completed = subprocess.run(
+        [
+            str(cli),
+            "experiments.mess3_belief_geometry.synthesis.experiment",
+            "--smoke",
+            "--run-id",
+            "synthesis",
+            "--results-dir",
+            str(tmp_path / "synthesis" / "results"),
+            "--artifacts-dir",
+            str(tmp_path / "synthesis" / "artifacts"),
+            "--no-upload-artifacts",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ | {"MESS3_BELIEF_GEOMETRY_RUNS": str(root)},
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    out = tmp_path / "synthesis" / "results" / "synthesis"
+    result = json.loads((out / "result.json").read_text())
+    assert list(result["points"]) == ["memory"]  # no flagship run in this root
+    values = json.loads(next(root.glob("*/results/*/solver_values.json")).read_text())
+    assert result["points"]["memory"]["solver_values"]["belief_mdp"] == values["belief_mdp"]
+    table = (out / "memory" / "study_table.md").read_text()
+    assert f"| belief-MDP ceiling | {values['belief_mdp']:.4f} | yes |" in table
+    assert "alpha 0.6" in table and "mixing 0.1" in table
+    memory_runs = report.load_runs(fixture_ids(), root=root)
+    assert report.memory_incremental_seeds_table(memory_runs) in table
+    assert report.memory_not_shown(memory_runs) in table
+
+
+# ------------------------------------------------------------ the original study (item 6)
+
+
+def test_the_original_figures_name_their_source_and_agree_with_each_other() -> None:
+    record = report.read_original_figures()
+    assert record["repository"] == "Al-does/RL-Harness"
+    for figure in record["figures"]:
+        assert re.fullmatch(r"[0-9a-f]{40}", figure["commit"]), figure
+        assert figure["path"].startswith("results/phase3/") and figure["env_steps"] is not None
+    # Two files of the original, one check on the transcription: arms_table.json's mean and
+    # sd over seeds are those of the per-seed probe_curve.json finals (the sd with divisor n).
+    for arm in ("reward_only", "next_token_aux"):
+        finals = [
+            f
+            for f in record["figures"]
+            if f["arm"] == arm and isinstance(f["env_steps"], int) and f["env_steps"] > 10**7
+        ]
+        table = next(f for f in record["figures"] if f["arm"] == arm and f["seed"] is None)
+        for key, theirs in (("r2_fine_depth2", "r2_fine"), ("reward_greedy", "reward_greedy")):
+            values = [f["values"][key] for f in finals]
+            mean = sum(values) / 3
+            sd = math.sqrt(sum((v - mean) ** 2 for v in values) / 3)
+            assert table["values"][theirs] == pytest.approx([mean, sd], rel=1e-9)
+
+
+def test_the_original_table_is_the_json_and_the_records(runs) -> None:
+    record = report.read_original_figures()
+    table = report.original_table(runs, record)
+    rows = [line for line in table.splitlines() if re.match(r"\| \w+ \(a_", line)]
+    matched = [row for row in rows if row.count("|") == 8]
+    assert len(matched) == 2 * 7 * 2  # 2 arms x iterations 0..32 x 2 quantities
+    for row in matched:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        arm = cells[0].split()[0]
+        ours_steps = int(cells[1].split(" / ")[0].replace(",", ""))
+        key, theirs_key = report.ORIGINAL_QUANTITIES[cells[2]]
+        arm_runs = [run for run in runs if run.arm == arm]
+        ours = [
+            next(c for c in run.checkpoints if c["env_steps"] == ours_steps)[key]["value"]
+            for run in arm_runs
+        ]
+        theirs = [
+            f["values"][theirs_key]
+            for f in record["figures"]
+            if f["arm"] == arm
+            and f["seed"] is not None
+            and isinstance(f["env_steps"], int)
+            and abs(f["env_steps"] - ours_steps) <= 0.001 * max(ours_steps, 1)
+        ]
+        assert len(theirs) == 3
+        assert cells[3] == ", ".join(f"{v:.3f}" for v in ours)
+        assert cells[4] == ", ".join(f"{v:.3f}" for v in theirs)
+        mean = sum(ours) / 3
+        assert cells[5] == f"{mean - sum(theirs) / 3:+.3f}"
+        beyond = not min(theirs) <= mean <= max(theirs)
+        assert cells[6].startswith("beyond it: unexplained") == beyond
+        if beyond:  # training-only causes cannot act before training
+            assert ("kl" in cells[6]) == (ours_steps > 0)
+    # Our end has no matched checkpoint of the original, and says so; the original's end is
+    # shown per seed (probe_curve.json) beside its arms_table.json mean ± sd.
+    assert "No matched checkpoint" in table and "reward_only at 2,031,616" in table
+    for arm in ("reward_only", "next_token_aux"):
+        finals = [
+            f["values"]["r2_fine_depth2"]
+            for f in record["figures"]
+            if f["arm"] == arm and isinstance(f["env_steps"], int) and f["env_steps"] > 10**7
+        ]
+        ours = [run.result["env_steps"] for run in runs if run.arm == arm]
+        row = next(
+            line
+            for line in table.splitlines()
+            if line.startswith(f"| {arm} (")
+            and f"{int(ours[0]):,} / final (10.03M) | R² within tokens_2" in line
+        )
+        assert ", ".join(f"{v:.3f}" for v in finals) + ";" in row

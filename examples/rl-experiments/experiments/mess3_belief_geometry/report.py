@@ -62,6 +62,13 @@ class StudyRun:
     result: Mapping[str, Any]
     interventions: Mapping[str, Any] | None
     yardstick: Mapping[str, Any] | None
+    # The run's operating point (its budget's `task_point` setting; records from before the
+    # setting: "flagship") and that point's solver values (solver_values.json, as the run
+    # wrote them: the ceilings a run is compared with are always its own point's).
+    task_point: str = "flagship"
+    solver_values: Mapping[str, Any] | None = None
+    # The probe over training (probe_metrics.json training.checkpoints), when recorded.
+    checkpoints: tuple[Mapping[str, Any], ...] = ()
 
 
 def _read(path: Path) -> Any:
@@ -73,6 +80,8 @@ def read_run(folder: Path) -> StudyRun:
     manifest = _read(folder / "run_manifest.json")
     if manifest is None or manifest.get("status") != "completed":
         raise FileNotFoundError(f"{folder}: no completed run_manifest.json")
+    settings = (manifest.get("budget") or {}).get("settings") or {}
+    metrics = _read(folder / "probe_metrics.json") or {}
     return StudyRun(
         arm=folder.parent.parent.name,
         seed=int(manifest["seed"]),
@@ -80,7 +89,20 @@ def read_run(folder: Path) -> StudyRun:
         result=_read(folder / "result.json"),
         interventions=_read(folder / "interventions.json"),
         yardstick=_read(folder / "yardstick.json"),
+        task_point=settings.get("task_point", "flagship"),
+        solver_values=_read(folder / "solver_values.json"),
+        checkpoints=tuple((metrics.get("training") or {}).get("checkpoints") or ()),
     )
+
+
+def one_point(runs: Sequence[StudyRun]) -> str | None:
+    """The operating point all `runs` share (None for no runs); runs of different points are
+    never pooled: an error naming them."""
+    points = {run.task_point for run in runs}
+    if len(points) > 1:
+        named = ", ".join(f"{run.arm}/{run.run_id}: {run.task_point}" for run in runs)
+        raise ValueError(f"runs of different task points are never pooled ({named})")
+    return next(iter(points), None)
 
 
 def load_runs(runs: Mapping[str, Sequence[str]], root: Path = STUDY_DIR) -> list[StudyRun]:
@@ -347,6 +369,584 @@ def yardstick_table(runs: Sequence[StudyRun]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------ the original study's figures
+ORIGINAL_FIGURES = STUDY_DIR / "original_figures.json"
+# The original's data protocol at step 0 measured on our module (original_protocol.py).
+ORIGINAL_PROTOCOL = STUDY_DIR / "original_protocol.json"
+# Our probe over training per checkpoint against the original's probe_curve.json figure.
+ORIGINAL_QUANTITIES = {
+    "R² global": ("r2_pooled", "r2_global"),
+    "R² within tokens_2": ("within_branch_r2_pooled", "r2_fine_depth2"),
+}
+MATCH_TOLERANCE = 0.001  # relative env-step difference still called the same checkpoint
+
+
+def read_original_figures(path: Path = ORIGINAL_FIGURES) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _checkpoints(run: StudyRun) -> dict[int, Mapping[str, Any]]:
+    """{env steps: checkpoint record} of the run's probe over training."""
+    return {int(c["env_steps"]): c for c in run.checkpoints}
+
+
+def _matched(steps: int, original: Sequence[int]) -> int | None:
+    """The original's checkpoint at the same step (within MATCH_TOLERANCE), else None."""
+    for candidate in original:
+        if abs(candidate - steps) <= MATCH_TOLERANCE * max(steps, 1):
+            return candidate
+    return None
+
+
+def _causes(record: Mapping[str, Any], steps: int | None) -> str:
+    """The candidate causes that can act at `steps` (None: an unmatched row, all of them)."""
+    return ", ".join(
+        cause["id"]
+        for cause in record["candidate_causes"]
+        if steps is None or (cause["from_step"] is not None and cause["from_step"] <= steps)
+    )
+
+
+def _spread_reading(
+    ours: float, theirs: Sequence[float], causes: str, measured: Sequence[float] | None = None
+) -> str:
+    """Within the original's per-seed range, or beyond it with the candidate causes; where the
+    original's data protocol was measured on our module (`measured`, step 0), whether that
+    alone lands in the original's range (then `data` explains the difference)."""
+    low, high = min(theirs), max(theirs)
+    if low <= ours <= high:
+        return "within the original's seed range"
+    if measured:
+        mean = sum(measured) / len(measured)
+        text = (
+            f"beyond it; measured with the original's data protocol (our module rolled out by "
+            f"its own sampled policy, original_protocol.json): {', '.join(_f(v) for v in measured)}"
+            f", {mean - sum(theirs) / len(theirs):+.3f} from the original's mean: "
+        )
+        if low <= mean <= high:
+            return text + "within its seed range, so `data` explains the difference"
+        rest = ", ".join(c for c in causes.split(", ") if c != "data")
+        return text + f"still beyond it: the rest unexplained; candidate causes: {rest}"
+    return f"beyond it: unexplained; candidate causes: {causes}"
+
+
+def original_table(
+    runs: Sequence[StudyRun],
+    record: Mapping[str, Any] | None = None,
+    protocol: Mapping[str, Any] | None = None,
+) -> str:
+    """Our runs beside the original study's figures (original_figures.json) at matched env
+    steps; each row whose mean lies outside the original's per-seed range says which
+    candidate causes can act at that step, and at step 0 what the original's data protocol
+    gives on our module (original_protocol.json, when measured)."""
+    record = read_original_figures() if record is None else record
+    if protocol is None and ORIGINAL_PROTOCOL.is_file():
+        protocol = json.loads(ORIGINAL_PROTOCOL.read_text(encoding="utf-8"))
+    arms = [arm for arm in _arms(runs) if arm in record["arms"]]
+    lines = [
+        f"Ours (`report.ORIGINAL_INIT_RUNS`, the probe over training in probe_metrics.json) "
+        f"beside the original study's per-seed `probe_curve.json` ({record['repository']}, "
+        "`original_figures.json` names each file's path and commit) at the same PPO iteration "
+        f"(env steps equal within {MATCH_TOLERANCE:.1%}). Per seed, then our mean minus the "
+        "original's mean; a mean outside the original's per-seed range is called beyond its "
+        "seed spread, with the candidate causes (below) that can act at that step:",
+        "",
+        "| arm (original) | env steps: ours / original | quantity | ours (seeds) | original "
+        "(seeds) | ours - original (means) | reading |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    unmatched: list[str] = []
+    for arm in arms:
+        arm_runs = [run for run in runs if run.arm == arm]
+        figures = [
+            f for f in record["figures"] if f["arm"] == arm and isinstance(f["env_steps"], int)
+        ]
+        original_steps = sorted({f["env_steps"] for f in figures if f["seed"] == 0})
+        by_seed = {
+            (f["seed"], f["env_steps"]): f["values"] for f in figures if f["seed"] is not None
+        }
+        seeds = sorted({f["seed"] for f in figures})
+        our_steps = sorted(set.intersection(*(set(_checkpoints(run)) for run in arm_runs)))
+        for steps in our_steps:
+            match = _matched(steps, original_steps)
+            if match is None:
+                unmatched.append(f"{arm} at {steps:,}")
+                continue
+            for label, (ours_key, theirs_key) in ORIGINAL_QUANTITIES.items():
+                ours = [_checkpoints(run)[steps][ours_key]["value"] for run in arm_runs]
+                theirs = []
+                for seed in seeds:  # seeds 1-2 may record 16 more steps per iteration
+                    near = _matched(match, [s for (z, s) in by_seed if z == seed])
+                    theirs.append(by_seed[(seed, near)][theirs_key])
+                mean_ours, mean_theirs = sum(ours) / len(ours), sum(theirs) / len(theirs)
+                measured = (
+                    [row[ours_key]["value"] for row in protocol["rows"]]
+                    if protocol is not None and steps == 0
+                    else None
+                )
+                lines.append(
+                    f"| {arm} ({figures[0]['original_arm']}) | {steps:,} / {match:,} | {label} | "
+                    f"{', '.join(_f(v) for v in ours)} | {', '.join(_f(v) for v in theirs)} | "
+                    f"{mean_ours - mean_theirs:+.3f} | "
+                    f"{_spread_reading(mean_ours, theirs, _causes(record, steps), measured)} |"
+                )
+    lines += [
+        "",
+        "No matched checkpoint (not compared as a difference at one step): "
+        + "; ".join(unmatched)
+        + ". Beside them, the original at its nearest checkpoint and at its end:",
+        "",
+        "| arm (original) | env steps: ours / original | quantity | ours (seeds) | original "
+        "(seeds, or mean ± sd) | reading |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in arms:
+        arm_runs = [run for run in runs if run.arm == arm]
+        figures = [f for f in record["figures"] if f["arm"] == arm]
+        steps = int(arm_runs[0].result["env_steps"])
+        curves = [f for f in figures if isinstance(f["env_steps"], int)]
+        after = min({f["env_steps"] for f in curves if f["env_steps"] > steps and f["seed"] == 0})
+        nearest = [
+            f for f in curves if _matched(after, [f["env_steps"]]) is not None
+        ]  # every seed's checkpoint at that iteration
+        final = next(f for f in figures if f["seed"] is None)
+        name = f"{arm} ({final['original_arm']})"
+        ours_r2 = {
+            key: [_checkpoints(run)[steps][ours_key]["value"] for run in arm_runs]
+            for key, (ours_key, _) in ORIGINAL_QUANTITIES.items()
+        }
+        sampled = [run.result["return_per_step"]["sampled"] for run in arm_runs]
+        greedy = [run.result["return_per_step"]["greedy"] for run in arm_runs]
+        step_text = f"{steps:,} / {nearest[0]['env_steps']:,}"
+        unmatched_causes = _causes(record, None)
+        rows = [
+            (
+                step_text,
+                "return per step, sampled",
+                sampled,
+                [f["values"]["reward_mean"] for f in nearest],
+            ),
+            *(
+                (step_text, key, ours_r2[key], [f["values"][theirs] for f in nearest])
+                for key, (_, theirs) in ORIGINAL_QUANTITIES.items()
+            ),
+        ]
+        for step_text_, label, ours, theirs in rows:
+            lines.append(
+                f"| {name} | {step_text_} | {label} | {', '.join(_f(v) for v in ours)} | "
+                f"{', '.join(_f(v) for v in theirs)} | "
+                f"{_spread_reading(sum(ours) / len(ours), theirs, unmatched_causes)} |"
+            )
+        table = final["values"]
+        finals = [f for f in curves if f["env_steps"] > 10_000_000]  # each seed's last record
+        for label, ours, key, seed_key in (
+            ("return per step, greedy", greedy, "reward_greedy", "reward_greedy"),
+            ("R² global", ours_r2["R² global"], "r2_global", "r2_global"),
+            ("R² within tokens_2", ours_r2["R² within tokens_2"], "r2_fine", "r2_fine_depth2"),
+        ):
+            mean, sd = table[key]
+            theirs = [f["values"][seed_key] for f in finals]
+            lines.append(
+                f"| {name} | {steps:,} / final (10.03M) | {label} | "
+                f"{', '.join(_f(v) for v in ours)} | {', '.join(_f(v) for v in theirs)}; "
+                f"{mean:.3f} ± {sd:.3f} (arms_table.json) | "
+                f"{_spread_reading(sum(ours) / len(ours), theirs, unmatched_causes)} |"
+            )
+    lines += ["", "Candidate causes (`original_figures.json`, `candidate_causes`):", ""]
+    for cause in record["candidate_causes"]:
+        start = cause["from_step"]
+        when = "unmatched rows" if start is None else f"from step {start:,}"
+        lines.append(f"- `{cause['id']}` ({when}): {cause['text']}.")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ the memory point (issue 52 item 2)
+# The runs the README's memory-point tables cite: `reward_only_memory` and
+# `next_token_aux_memory` at `task.TASK_POINTS["memory"]`, CPU budget. Empty until they land:
+# add each run id here, then `python -m experiments.mess3_belief_geometry.report --write`.
+MEMORY_RUNS: dict[str, tuple[str, ...]] = {
+    "reward_only_memory": (),
+    "next_token_aux_memory": (),
+}
+SHOWN_AT = 0.05  # a difference is called shown only where its Holm-adjusted p is below this
+# result.json `incremental_r2` per k (incremental.headline): the two quantities and two scores.
+INCREMENT_QUANTITIES = {
+    "agent_increment": "b - a (agent increment over the window)",
+    "agent_minus_control": "b - c (agent increment - untrained increment)",
+}
+INCREMENT_SCORES = {"": "global", "_within_branch": "within tokens_2"}
+SOLVER_KEYS = ("belief_mdp", "stack_3", "stack_2", "memoryless")
+
+
+def _empty(runs: Sequence[StudyRun]) -> str | None:
+    if runs:
+        return None
+    return (
+        "No runs at the memory point yet: `report.MEMORY_RUNS` is empty (add the run ids of "
+        "`reward_only_memory` and `next_token_aux_memory`, then `python -m "
+        "experiments.mess3_belief_geometry.report --write`)."
+    )
+
+
+def point_solver_values(runs: Sequence[StudyRun]) -> Mapping[str, Any]:
+    """The solver values the runs' own point gives (each run's solver_values.json); runs of
+    different points, or of one point with different recorded values, are an error."""
+    one_point(runs)
+    values = [run.solver_values for run in runs]
+    if any(v is None for v in values):
+        missing = [run.run_id for run in runs if run.solver_values is None]
+        raise FileNotFoundError(f"runs without solver_values.json: {', '.join(missing)}")
+    first = values[0]
+    for run, value in zip(runs, values, strict=True):
+        if any(value.get(key) != first.get(key) for key in (*SOLVER_KEYS, "problem")):
+            raise ValueError(f"{run.run_id}: solver values differ from {runs[0].run_id}'s")
+    return first
+
+
+def _one_sided_p(values: Sequence[float]) -> float | None:
+    """One-sided one-sample t-test p of mean > 0 across seeds (None under 2 seeds or no
+    spread: nothing to test)."""
+    if len(values) < 2 or len(set(values)) < 2:
+        return None
+    from scipy import stats
+
+    return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+
+
+def incremental_rows(headlines: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Across seeds, per quantity+score and k (the k every run has): {k, n, mean, low, high,
+    values, p (one-sided t, mean > 0), p_holm (Holm over k of that quantity and score)} from
+    each run's result.json `incremental_r2` headline."""
+    from rl_harness.analysis.comparison import mean_interval
+
+    ks = sorted({key for run in headlines for key in run}, key=lambda key: int(key[1:]))
+    ks = [key for key in ks if all(key in run for run in headlines)]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for quantity in INCREMENT_QUANTITIES:
+        for suffix in INCREMENT_SCORES:
+            name = f"{quantity}{suffix}"
+            rows = []
+            for key in ks:
+                values = [
+                    run[key][name]["value"]
+                    for run in headlines
+                    if (run[key].get(name) or {}).get("value") is not None
+                ]
+                summary = mean_interval(values)
+                rows.append(
+                    {
+                        "k": int(key[1:]),
+                        "n": summary.n,
+                        "mean": summary.mean,
+                        "low": summary.low,
+                        "high": summary.high,
+                        "values": summary.values,
+                        "p": _one_sided_p(values),
+                    }
+                )
+            for row, adjusted in zip(rows, holm_adjust([r["p"] for r in rows]), strict=True):
+                row["p_holm"] = adjusted
+            out[name] = rows
+    return out
+
+
+def _head(point: str | None, values: Mapping[str, Any]) -> str:
+    problem = values.get("problem") or {}
+    settings = ", ".join(
+        f"{key} {problem[key]}"
+        for key in ("alpha", "mixing", "w_max", "beta", "delay")
+        if key in problem
+    )
+    return f"Task point `{point}` ({settings}; each run's solver_values.json)"
+
+
+def memory_returns_table(runs: Sequence[StudyRun]) -> str:
+    """Return per step of each run against ITS point's solver values: the belief-MDP ceiling
+    and the best stack-3 table found (with the solvers' convergence flags); across seeds per
+    arm, the mean and t-interval of return - stack-3 and its one-sided t-test (> 0), Holm
+    over the arms."""
+    if (empty := _empty(runs)) is not None:
+        return empty
+    values = point_solver_values(runs)
+    converged = values.get("converged") or {}
+    flags = ", ".join(f"{key} {'yes' if converged.get(key) else 'NO'}" for key in SOLVER_KEYS)
+    lines = [
+        f"{_head(one_point(runs), values)}: belief-MDP ceiling {_f(values['belief_mdp'], 4)}, "
+        f"best stack-3 found {_f(values['stack_3'], 4)} (a search, not a proven optimum), "
+        f"best stack-2 {_f(values['stack_2'], 4)}, best memoryless (stack-1) "
+        f"{_f(values['memoryless'], 4)}; solvers converged: {flags}. Greedy return per step "
+        "(each run's evaluation episodes):",
+        "",
+        "| arm | seed | run | greedy return per step | fraction of the ceiling | "
+        "- best stack-3 found | - best stack-2 | - best memoryless |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        value = run.result["return_per_step"]["greedy"]
+        lines.append(
+            f"| {run.arm} | {run.seed} | `{run.run_id}` | {_f(value, 4)} | "
+            f"{_f(value / values['belief_mdp'])} | {_f(value - values['stack_3'], 4, True)} | "
+            f"{_f(value - values['stack_2'], 4, True)} | "
+            f"{_f(value - values['memoryless'], 4, True)} |"
+        )
+    arms = _arms(runs)
+    gaps = {
+        arm: [
+            r.result["return_per_step"]["greedy"] - values["stack_3"] for r in runs if r.arm == arm
+        ]
+        for arm in arms
+    }
+    ps = [_one_sided_p(gaps[arm]) for arm in arms]
+    lines += [
+        "",
+        f"Across seeds, return - best stack-3 found (mean [95% t-interval] (n), one-sided t-test "
+        f"p of mean > 0, Holm over the {len(arms)} arms):",
+        "",
+        "| arm | return - stack-3 | p | p (Holm) |",
+        "|---|---|---|---|",
+    ]
+    for arm, p, p_holm in zip(arms, ps, holm_adjust(ps), strict=True):
+        test = seed_test(gaps[arm])
+        interval = (
+            "" if test.low is None else f" [{_f(test.low, 4, True)}, {_f(test.high, 4, True)}]"
+        )
+        lines.append(
+            f"| {arm} | {_f(test.mean, 4, True)}{interval} ({test.n}) | {_p(p)} | {_p(p_holm)} |"
+        )
+    return "\n".join(lines)
+
+
+def _estimate(block: Mapping[str, Any], name: str) -> str:
+    estimate = block.get(name) or {}
+    if estimate.get("value") is None:
+        return "-"
+    return (
+        f"{_f(estimate['value'], 3, True)} [{_f(estimate.get('low'), 3, True)}, "
+        f"{_f(estimate.get('high'), 3, True)}]"
+    )
+
+
+def memory_incremental_runs_table(runs: Sequence[StudyRun]) -> str:
+    """Per run and k: the incremental test on the run's own held-out episodes (result.json
+    `incremental_r2`): R² of the window alone (a), b - a and b - c with their paired episode-
+    bootstrap intervals and the run's one-sided bootstrap p, Holm over k within the run."""
+    if (empty := _empty(runs)) is not None:
+        return empty
+    one_point(runs)
+    lines = [
+        "Per run (its held-out greedy episodes; a = the windows' MLP on the last k visible tokens "
+        "and executed actions, b = a + the agent's representation, c = a + the untrained "
+        "module's; b - a and b - c with 95% paired episode-bootstrap intervals; p: the run's "
+        "one-sided bootstrap p, Holm over k within the run, as recorded):",
+        "",
+        "| arm | seed | k | score | R²(a) | b - a [95%] | p (Holm over k) | b - c [95%] "
+        "| p (Holm over k) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        headline = run.result.get("incremental_r2")
+        if headline is None:
+            lines.append(f"| {run.arm} | {run.seed} | missing: no `incremental_r2` | | | | | | |")
+            continue
+        for key in sorted(headline, key=lambda k: int(k[1:])):
+            block = headline[key]
+            for suffix, score in INCREMENT_SCORES.items():
+                lines.append(
+                    f"| {run.arm} | {run.seed} | {key[1:]} | {score} | "
+                    f"{_f(block.get(f'r2_window{suffix}'))} | "
+                    f"{_estimate(block, f'agent_increment{suffix}')} | "
+                    f"{_p(block.get(f'agent_increment{suffix}_p_holm'))} | "
+                    f"{_estimate(block, f'agent_minus_control{suffix}')} | "
+                    f"{_p(block.get(f'agent_minus_control{suffix}_p_holm'))} |"
+                )
+    return "\n".join(lines)
+
+
+def memory_increments(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{arm: incremental_rows of its runs that have `incremental_r2`}."""
+    return {
+        arm: incremental_rows(
+            [
+                r.result["incremental_r2"]
+                for r in runs
+                if r.arm == arm and r.result.get("incremental_r2")
+            ]
+        )
+        for arm in _arms(runs)
+    }
+
+
+def memory_incremental_seeds_table(runs: Sequence[StudyRun]) -> str:
+    """Across seeds per arm and k: b - a and b - c, mean [t-interval], one-sided t-test p of
+    mean > 0, Holm over k = 1..K within each arm, quantity and score (named)."""
+    if (empty := _empty(runs)) is not None:
+        return empty
+    one_point(runs)
+    lines = [
+        "Across seeds (the seed is the unit): per arm and k, mean [95% t-interval] (n) of each "
+        "run's b - a and b - c, the one-sided t-test p of mean > 0, and that p Holm-adjusted "
+        "over k = 1..K within each arm, quantity and score (each family holds K tests):",
+        "",
+        "| arm | quantity | score | k | mean [95% t] (n) | p | p (Holm over k) | per seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, table in memory_increments(runs).items():
+        for name, rows in table.items():
+            quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
+            score = INCREMENT_SCORES[name[len(quantity) :]]
+            for row in rows:
+                interval = (
+                    ""
+                    if row["low"] is None
+                    else f" [{_f(row['low'], 3, True)}, {_f(row['high'], 3, True)}]"
+                )
+                lines.append(
+                    f"| {arm} | {INCREMENT_QUANTITIES[quantity]} | {score} | {row['k']} | "
+                    f"{_f(row['mean'], 3, True)}{interval} ({row['n']}) | {_p(row['p'])} | "
+                    f"{_p(row['p_holm'])} | {', '.join(_f(v, 3, True) for v in row['values'])} |"
+                )
+    return "\n".join(lines)
+
+
+def memory_arm_tests(runs: Sequence[StudyRun]) -> list[dict[str, Any]]:
+    """The second arm against the first on data both share: per shared data set
+    (controls.DATA_SETS minus the agents' own rollouts) the agent's within-branch R² and its
+    gain over the untrained module, paired by seed (the same rollouts per seed for both
+    arms); Holm over the family. Only seeds both arms ran enter."""
+    arms = _arms(runs)
+    if len(arms) != 2:
+        return []
+    first, second = arms
+    seeds = sorted(
+        {r.seed for r in runs if r.arm == first} & {r.seed for r in runs if r.arm == second}
+    )
+    by = {(r.arm, r.seed): r for r in runs}
+    tests = []
+    for data in DATA_SETS[1:]:  # agent_greedy is each agent's own rollouts: not shared
+        for key, label in (
+            ("agent_r2_within_branch", "agent within-branch R²"),
+            ("agent_minus_untrained_within_branch", "agent - untrained, within-branch R²"),
+        ):
+            differences = [
+                _controls(by[(second, s)], data)[key] - _controls(by[(first, s)], data)[key]
+                for s in seeds
+            ]
+            test = seed_test(differences) if differences else None
+            tests.append(
+                {
+                    "data": data,
+                    "label": label,
+                    "seeds": seeds,
+                    "differences": differences,
+                    "test": test,
+                    "p": None if test is None else test.p_value,
+                }
+            )
+    for entry, adjusted in zip(tests, holm_adjust([t["p"] for t in tests]), strict=True):
+        entry["p_holm"] = adjusted
+    return tests
+
+
+def memory_arms_table(runs: Sequence[StudyRun]) -> str:
+    if (empty := _empty(runs)) is not None:
+        return empty
+    one_point(runs)
+    arms = _arms(runs)
+    tests = memory_arm_tests(runs)
+    if not tests:
+        return f"One arm only ({', '.join(arms)}): no comparison."
+    first, second = arms
+    lines = [
+        f"`{second}` minus `{first}` on the data sets both read (`belief_mdp`, `random`: the same "
+        "rollouts, exact beliefs and untrained module per seed for both arms), paired by seed "
+        f"(seeds {', '.join(map(str, tests[0]['seeds']))}): mean [95% t-interval], two-sided "
+        f"t-test p, Holm over the {len(tests)} tests of this table. The agents' own rollouts "
+        "differ between the arms and are not compared here:",
+        "",
+        "| data set | quantity | per seed | mean [95% t] | p | p (Holm) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in tests:
+        test = entry["test"]
+        mean = "-" if test is None else _f(test.mean, 3, True)
+        if test is not None and test.low is not None:
+            mean += f" [{_f(test.low, 3, True)}, {_f(test.high, 3, True)}]"
+        lines.append(
+            f"| `{entry['data']}` | {entry['label']} | "
+            f"{', '.join(_f(v, 3, True) for v in entry['differences'])} | {mean} | "
+            f"{_p(entry['p'])} | {_p(entry['p_holm'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _ks(rows: Sequence[Mapping[str, Any]], shown: bool) -> list[int]:
+    return [
+        row["k"]
+        for row in rows
+        if (row["p_holm"] is not None and row["p_holm"] < SHOWN_AT) == shown
+    ]
+
+
+def memory_not_shown(runs: Sequence[StudyRun]) -> str:
+    """ "What the evidence does not show", computed from the tables above: for each arm and
+    score, the k where an increment beyond the window (b - a) or beyond the untrained
+    module's (b - c) is not shown (Holm p >= SHOWN_AT, or untestable), the return above the
+    best stack-3 found, and the arm differences on shared data."""
+    if (empty := _empty(runs)) is not None:
+        return "Nothing at the memory point is shown yet. " + empty
+    one_point(runs)
+    what = {
+        "agent_increment": "an increment of the agent's representation beyond the k-step window",
+        "agent_minus_control": "an increment beyond the untrained module's on the same window",
+    }
+    lines = [f"Computed from the tables above (shown: Holm p < {SHOWN_AT}):", ""]
+    for arm, table in memory_increments(runs).items():
+        for name, rows in table.items():
+            quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
+            score = INCREMENT_SCORES[name[len(quantity) :]]
+            not_shown, shown = _ks(rows, False), _ks(rows, True)
+            n = max((row["n"] for row in rows), default=0)
+            text = f"- `{arm}`, {score} ({n} seeds): {what[quantity]} is "
+            if not rows:
+                text += "not shown: no run has the incremental test"
+            elif not_shown:
+                text += f"not shown at k = {', '.join(map(str, not_shown))}"
+                text += f"; shown at k = {', '.join(map(str, shown))}" if shown else ""
+            else:
+                text += f"shown at every k ({', '.join(map(str, shown))})"
+            lines.append(text + ".")
+    values = point_solver_values(runs)
+    arms = _arms(runs)
+    gaps = {
+        arm: [
+            r.result["return_per_step"]["greedy"] - values["stack_3"] for r in runs if r.arm == arm
+        ]
+        for arm in arms
+    }
+    adjusted = holm_adjust([_one_sided_p(gaps[arm]) for arm in arms])
+    for arm, p_holm in zip(arms, adjusted, strict=True):
+        verdict = "shown" if p_holm is not None and p_holm < SHOWN_AT else "not shown"
+        lines.append(
+            f"- `{arm}`: a return above the best stack-3 table found is {verdict} "
+            f"({len(gaps[arm])} seeds; Holm p {_p(p_holm)}, the returns table)."
+        )
+    for entry in memory_arm_tests(runs):
+        shown = entry["p_holm"] is not None and entry["p_holm"] < SHOWN_AT
+        lines.append(
+            f"- the arms' difference in {entry['label']} on `{entry['data']}` is "
+            f"{'shown' if shown else 'not shown'} (Holm p {_p(entry['p_holm'])})."
+        )
+    return "\n".join(lines)
+
+
+MEMORY_TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
+    "memory_returns": memory_returns_table,
+    "memory_incremental_runs": memory_incremental_runs_table,
+    "memory_incremental_seeds": memory_incremental_seeds_table,
+    "memory_arms": memory_arms_table,
+    "memory_not_shown": memory_not_shown,
+}
+
 TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
     "interventions": interventions_table,
     "controls_holm": controls_table,
@@ -357,14 +957,27 @@ TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
 
 
 def blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
-    return {name: table(runs) for name, table in TABLES.items()}
+    """The flagship's tables (its runs all at the flagship point) and the original's beside."""
+    if one_point(runs) not in (None, "flagship"):
+        raise ValueError(f"the flagship tables read flagship runs only, not {one_point(runs)!r}")
+    return {name: table(runs) for name, table in TABLES.items()} | {
+        "original_figures": original_table(runs)
+    }
+
+
+def memory_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
+    """The memory point's tables (its runs all at one point, read against that point's
+    solver values)."""
+    if one_point(runs) not in (None, "memory"):
+        raise ValueError(f"the memory-point tables read memory runs only, not {one_point(runs)!r}")
+    return {name: table(runs) for name, table in MEMORY_TABLES.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
     return readme_main(
         README,
-        lambda: blocks(load_runs(ORIGINAL_INIT_RUNS)),
+        lambda: blocks(load_runs(ORIGINAL_INIT_RUNS)) | memory_blocks(load_runs(MEMORY_RUNS)),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
     )

@@ -18,6 +18,14 @@ default), `--budget full`, `--smoke`; runs of other budgets are never pooled (st
 names those left out). Runs from different library commits are refused
 except in smoke mode (the error names them).
 
+Task points (issue 52 item 2): each run's operating point is read from its record (its
+budget's `task_point` setting; older records: the flagship) and runs of different points are
+never pooled: each point gets its own comparison, read against that point's solver values as
+its runs recorded them (solver_values.json: ceilings, best stack-1/2/3 found, convergence
+flags). The flagship's files are written at the top of results/<run-id>/, another point's
+(the `_memory` leaves: "memory") under results/<run-id>/<point>/, with the README's
+memory-point tables (report.MEMORY_TABLES) in its study_table.md.
+
 Run (from the experiment repo, after the training leaves):
 
     uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment --smoke
@@ -59,15 +67,19 @@ from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by 
     run_budget,
 )
 from rl_harness import RunContext, load_manifest, write_json
-from rl_harness.analysis import holm_adjust
 from rl_harness.analysis.comparison import (
     compare_runs,
     comparison_markdown,
-    mean_interval,
     write_comparison,
 )
 
-TRAINING_LEAVES = ("reward_only", "next_token_aux", "belief_observation")
+TRAINING_LEAVES = (
+    "reward_only",
+    "next_token_aux",
+    "belief_observation",
+    "reward_only_memory",
+    "next_token_aux_memory",
+)
 RUNS_ENV = "MESS3_BELIEF_GEOMETRY_RUNS"  # a study root holding <leaf>/results/<run-id>/
 # result.json keys of each training run (see analysis.summary).
 METRICS = [
@@ -142,12 +154,34 @@ def run_folders(root: Path, budget: str) -> tuple[list[Path], dict[str, list[str
     return folders, others
 
 
+def points(folders: Sequence[Path]) -> dict[str, list[Path]]:
+    """The runs by operating point (each run's `task_point` setting, as recorded; records from
+    before the setting are the flagship's): runs of different points are never pooled. The
+    flagship first, then the other points in `task.TASK_POINTS` order."""
+    grouped: dict[str, list[Path]] = {}
+    for folder in folders:
+        grouped.setdefault(report.read_run(folder).task_point, []).append(folder)
+    order = list(task.TASK_POINTS)
+    return dict(sorted(grouped.items(), key=lambda item: order.index(item[0])))
+
+
+def point_values(folders: Sequence[Path]) -> dict[str, Any]:
+    """The solver values of these runs' one point, as the runs recorded them
+    (solver_values.json; the same for every run or an error): a point's runs are read
+    against its own ceilings, never the flagship's."""
+    return dict(report.point_solver_values([report.read_run(folder) for folder in folders]))
+
+
 def solver_table(values: dict) -> str:
-    lines = ["| reference (solver) | return per step |", "|---|---|"]
+    converged = values.get("converged") or {}
+    lines = ["| reference (solver) | return per step | converged |", "|---|---|---|"]
     for key, label in task.REFERENCES.items():
         value = values.get(key)
-        lines.append(f"| {label} | {'pending' if value is None else f'{value:.4f}'} |")
-    return "\n".join(lines) + f"\n\nSolver values from {values.get('source')}.\n"
+        flag = {True: "yes", False: "NO"}.get(converged.get(key), "-")
+        lines.append(f"| {label} | {'pending' if value is None else f'{value:.4f}'} | {flag} |")
+    problem = values.get("problem") or {}
+    where = ", ".join(f"{key} {value}" for key, value in problem.items())
+    return "\n".join(lines) + f"\n\nSolver values from {values.get('source')} ({where}).\n"
 
 
 def yardstick_rows(folders: list[Path]) -> list[dict[str, Any]]:
@@ -237,8 +271,10 @@ def reviewed_tables(folders: Sequence[Path]) -> str:
         (report.read_run(folder) for folder in folders),
         key=lambda run: (TRAINING_LEAVES.index(run.arm), run.seed),
     )
+    point = report.one_point(runs)  # one point's runs only: an error otherwise
+    tables = report.TABLES if point in (None, "flagship") else report.MEMORY_TABLES
     sections = []
-    for name, table in report.TABLES.items():
+    for name, table in tables.items():
         try:
             body = table(runs)
         except KeyError as error:  # a record these runs lack (older or smoke runs)
@@ -257,18 +293,10 @@ INCREMENTAL_QUANTITIES = {
 INCREMENTAL_SCORES = {"": "global", "_within_branch": "within tokens_2"}
 
 
-def _t_p_greater(values: Sequence[float]) -> float | None:
-    """One-sided one-sample t-test p of mean > 0 across seeds (None under 2 seeds or no spread)."""
-    if len(values) < 2 or len(set(values)) < 2:
-        return None
-    from scipy import stats
-
-    return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
-
-
 def incremental_table(folders: list[Path]) -> dict[str, Any]:
     """{arms: {arm: {seeds, missing, quantities: {quantity+score: [{k, mean, low, high, values,
-    p, p_holm}]}}}} from each run's result.json `incremental_r2` (runs without it: missing)."""
+    p, p_holm}]}}}} from each run's result.json `incremental_r2` (runs without it: missing);
+    the statistics are report.incremental_rows' (the README's memory-point tables use them)."""
     by_arm: dict[str, dict[str, Any]] = {}
     for path in folders:
         arm = path.parent.parent.name
@@ -282,36 +310,8 @@ def incremental_table(folders: list[Path]) -> dict[str, Any]:
         entry["runs"].append(result[incremental.KEY])
     out: dict[str, Any] = {}
     for arm, entry in by_arm.items():
-        runs = entry.pop("runs")
-        ks = sorted({key for run in runs for key in run}, key=lambda key: int(key[1:]))
-        ks = [key for key in ks if all(key in run for run in runs)]
-        quantities: dict[str, list[dict[str, Any]]] = {}
-        for quantity in INCREMENTAL_QUANTITIES:
-            for suffix in INCREMENTAL_SCORES:
-                name = f"{quantity}{suffix}"
-                rows = []
-                for key in ks:
-                    values = [
-                        run[key][name]["value"]
-                        for run in runs
-                        if (run[key].get(name) or {}).get("value") is not None
-                    ]
-                    summary = mean_interval(values)
-                    rows.append(
-                        {
-                            "k": int(key[1:]),
-                            "n": summary.n,
-                            "mean": summary.mean,
-                            "low": summary.low,
-                            "high": summary.high,
-                            "values": summary.values,
-                            "p": _t_p_greater(values),
-                        }
-                    )
-                for row, adjusted in zip(rows, holm_adjust([r["p"] for r in rows]), strict=True):
-                    row["p_holm"] = adjusted
-                quantities[name] = rows
-        out[arm] = entry | {"quantities": quantities}
+        headlines = entry.pop("runs")
+        out[arm] = entry | {"quantities": report.incremental_rows(headlines)}
     return {
         "test": "per arm and k: mean across seeds of each run's held-out quantity, 95% "
         "Student-t interval, one-sided one-sample t-test p of mean > 0 across seeds, Holm-"
@@ -371,25 +371,70 @@ def run(context: RunContext) -> dict:
             "run the training leaves first (other budgets: "
             f"{', '.join(other_budgets) or 'none'})"
         )
+    left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in other_budgets.items())
+    by_point = points(folders)
+    summaries: dict[str, dict[str, Any]] = {}
+    files: list[str] = []
+    for point, point_folders in by_point.items():
+        # The flagship's files at the top of results/<run-id>/, another point's in <point>/.
+        out = context.results_dir if point == "flagship" else context.results_dir / point
+        out.mkdir(parents=True, exist_ok=True)
+        summaries[point] = write_point(point, point_folders, out, budget, left, context.smoke)
+        files += [
+            str(path.relative_to(context.results_dir)) for path in summaries[point].pop("files")
+        ]
+    label = {
+        point: (lambda arm: arm) if point == "flagship" else (lambda arm, p=point: f"{arm}@{p}")
+        for point in summaries
+    }
+    return {
+        "runs": sum(summary["runs"] for summary in summaries.values()),
+        "arms": {
+            label[point](arm): n
+            for point, summary in summaries.items()
+            for arm, n in summary["arms"].items()
+        },
+        "budget": budget,
+        "left_out_other_budgets": other_budgets,
+        "points": summaries,
+        # The flagship's ceilings and returns (or the only point's, when no flagship run).
+        "solver_values": next(iter(summaries.values()))["solver_values"],
+        "greedy_return_per_step": {
+            label[point](arm): value
+            for point, summary in summaries.items()
+            for arm, value in summary["greedy_return_per_step"].items()
+        },
+        "files": files,
+    }
+
+
+def write_point(
+    point: str, folders: list[Path], out: Path, budget: str, left: str, smoke: bool
+) -> dict[str, Any]:
+    """One operating point's comparison, read against that point's solver values (as its runs
+    recorded them), into `out`: study_table.md, comparison.*, yardstick.json,
+    incremental.json."""
     # One budget, read by run_budget (which also reads records from before budgets had
     # names): compare_runs, which sees only recorded names, need not refuse them again.
     comparison = compare_runs(
-        folders, metric_keys(folders), allow_mixed=context.smoke, allow_mixed_budgets=True
+        folders, metric_keys(folders), allow_mixed=smoke, allow_mixed_budgets=True
     )
-    left = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in other_budgets.items())
-    values = task.solver_values()
-    files = write_comparison(comparison, context.results_dir)
+    try:
+        values = point_values(folders)
+    except FileNotFoundError:  # runs recorded without solver_values.json: the point's solve
+        values = task.solver_values(point=task.TASK_POINTS[point])
+    files = write_comparison(comparison, out)
     yardsticks = yardstick_rows(folders)
-    write_json(context.results_dir / "yardstick.json", yardsticks)
+    write_json(out / "yardstick.json", yardsticks)
     increments = incremental_table(folders)
-    write_json(context.results_dir / "incremental.json", increments)
-    table = context.results_dir / "study_table.md"
+    write_json(out / "incremental.json", increments)
+    table = out / "study_table.md"
     table.write_text(
-        "# MESS3 occupancy control: arms against the solver ceilings\n\n"
+        f"# MESS3 occupancy control at task point `{point}`: arms against its solver ceilings\n\n"
         + solver_table(values)
         + f"\nBudget: {budget} runs only"
         + (f" (left out: {left})" if left else "")
-        + ".\n\n"
+        + "; runs of other task points are in their own tables.\n\n"
         + comparison_markdown(comparison)
         + "\n## Memory yardstick\n\n"
         + yardstick_markdown(yardsticks)
@@ -401,11 +446,10 @@ def run(context: RunContext) -> dict:
     return {
         "runs": len(comparison.runs),
         "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
-        "budget": budget,
-        "left_out_other_budgets": other_budgets,
-        "solver_values": {key: values.get(key) for key in task.REFERENCES},
+        "solver_values": {key: values.get(key) for key in task.REFERENCES}
+        | {"converged": values.get("converged"), "problem": values.get("problem")},
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
         },
-        "files": [path.name for path in [table, *files]] + ["yardstick.json", "incremental.json"],
+        "files": [table, *files, out / "yardstick.json", out / "incremental.json"],
     }
