@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import importlib.metadata
+import os
 import platform
 import sys
 from pathlib import Path
@@ -47,6 +49,11 @@ def find_lockfile(start: Path, stop_at: Path | None = None) -> Path | None:
 
 
 def package_versions() -> dict[str, str | None]:
+    return dict(_package_versions())
+
+
+@functools.cache  # installed versions do not change under a running process; a lookup scans
+def _package_versions() -> dict[str, str | None]:  # site-packages (seconds on a busy disk)
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in KEY_PACKAGES:
         try:
@@ -56,23 +63,32 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+@functools.cache
+def _real_path(file: str) -> str:
+    return os.path.realpath(file)
+
+
 def imported_sources(root: Path, *, exclude: Path | None = None) -> dict[str, str]:
     """sha256 of every imported module's .py file under `root` (not under `exclude`, nor in
-    a virtual environment or site-packages there), keyed by its path relative to `root`."""
-    root = Path(root).resolve()
+    a virtual environment or site-packages there), keyed by its path relative to `root`.
+
+    Plain string prefixes over cached real paths: with torch and Ray imported there are
+    thousands of modules, and pathlib's resolve/is_relative_to took ~1.5 s per call here."""
+    inside = os.path.join(os.path.realpath(root), "")  # "/a/b/" (and "/" for the root)
+    outside = os.path.join(os.path.realpath(exclude), "") if exclude is not None else None
     sources: dict[str, str] = {}
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if not file or not file.endswith(".py"):
+        if not isinstance(file, str) or not file.endswith(".py"):
             continue
-        path = Path(file).resolve()
-        if not path.is_relative_to(root) or (exclude is not None and path.is_relative_to(exclude)):
+        path = _real_path(file)
+        if not path.startswith(inside) or (outside is not None and path.startswith(outside)):
             continue
-        relative = path.relative_to(root)
-        if "site-packages" in relative.parts or any(p.startswith(".") for p in relative.parts):
+        parts = path[len(inside) :].split(os.sep)
+        if "site-packages" in parts or any(part.startswith(".") for part in parts):
             continue
-        if path.is_file():
-            sources[relative.as_posix()] = sha256_file(path)
+        if os.path.isfile(path):
+            sources["/".join(parts)] = sha256_file(Path(path))
     return dict(sorted(sources.items()))
 
 
