@@ -116,18 +116,23 @@ print("eval mode" if not module.training else "train mode")
 """
 
 
-@pytest.mark.parametrize("level", ["WARNING", "DEBUG"])
-def test_load_module_keeps_rllib_deprecations_off_the_console(tmp_path, level):
-    # RLlib logs each deprecation once per process: each load gets a fresh one.
+def test_load_module_keeps_rllib_deprecations_off_the_console(tmp_path):
+    # RLlib logs each deprecation once per process: each load gets a fresh one. The two
+    # levels' processes run side by side (each pays torch's and RLlib's import).
     checkpoint = _module_checkpoint(tmp_path)
-    loaded = subprocess.run(
-        [sys.executable, "-c", LOAD, str(checkpoint), level],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert loaded.returncode == 0, loaded.stderr[-2000:]
-    assert loaded.stdout.strip() == "eval mode"
-    # at WARNING RLlib's line stays off; with the library's debug lines it shows (the
-    # silencing is what hides it)
-    assert ("DeprecationWarning" in loaded.stderr) == (level == "DEBUG"), loaded.stderr
+    loads = {
+        level: subprocess.Popen(
+            [sys.executable, "-c", LOAD, str(checkpoint), level],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for level in ("WARNING", "DEBUG")
+    }
+    for level, process in loads.items():
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+        assert out.strip() == "eval mode"
+        # at WARNING RLlib's line stays off; with the library's debug lines it shows (the
+        # silencing is what hides it)
+        assert ("DeprecationWarning" in err) == (level == "DEBUG"), (level, err)

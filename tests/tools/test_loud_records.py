@@ -40,21 +40,30 @@ def run(context):
 """
 
 
-@pytest.fixture
-def study(tmp_path: Path) -> dict:
-    """results/ of one leaf: two cpu runs (seeds 0, 1) and one smoke run, made by the CLI."""
-    leaf = tmp_path / "study" / "arm" / "experiment.py"
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """study/ of one leaf: two cpu runs (seeds 0, 1) and one smoke run, made by the CLI once
+    for the module (each run costs seconds: git, provenance, records)."""
+    root = tmp_path_factory.mktemp("loud") / "study"
+    leaf = root / "arm" / "experiment.py"
     leaf.parent.mkdir(parents=True)
     leaf.write_text(RECIPE)
-    runs = {}
-    for name, argv in (
-        ("cpu0", ["--seed", "0", "--run-id", "cpu0"]),
-        ("cpu1", ["--seed", "1", "--run-id", "cpu1"]),
-        ("smoke", ["--seed", "2", "--smoke", "--run-id", "smoke"]),
+    for argv in (
+        ["--seed", "0", "--run-id", "cpu0"],
+        ["--seed", "1", "--run-id", "cpu1"],
+        ["--seed", "2", "--smoke", "--run-id", "smoke"],
     ):
         assert main([str(leaf), *argv]) == 0
-        runs[name] = leaf.parent / "results" / name
-    return {"root": tmp_path / "study", "results": leaf.parent / "results", **runs}
+    return root
+
+
+@pytest.fixture
+def study(made: Path, tmp_path: Path) -> dict:
+    """A copy of the made study for one test to read or break: its root, results/ and runs."""
+    root = tmp_path / "study"
+    shutil.copytree(made, root)
+    results = root / "arm" / "results"
+    return {"root": root, "results": results, **{n: results / n for n in ("cpu0", "cpu1", "smoke")}}
 
 
 def _lines(text: str) -> list[str]:

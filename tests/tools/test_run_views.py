@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,18 +22,41 @@ def _only_error_line(capsys) -> str:
     return err[0]
 
 
-@pytest.fixture
-def three_runs(git_repo):
-    """seed 1, seed 1 again, then seed 2 with an uncommitted code file in the tree."""
-    repo, git = git_repo
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, tuple[str, str, str]]:
+    """A git repo with one leaf run three times, once for the module (each run costs seconds):
+    seed 1, seed 1 again, then seed 2 with an uncommitted code file in the tree."""
+    repo = tmp_path_factory.mktemp("views") / "exp-repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "test@example.com")
+    _git(repo, "config", "user.name", "Test")
+    (repo / ".gitignore").write_text("**/artifacts/\n")
     leaf = write_leaf(repo, recipes.SEEDED)
-    git("add", "-A")
-    git("commit", "-qm", "leaf")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "leaf")
     first = run_leaf(leaf, "--seed", "1")
     again = run_leaf(leaf, "--seed", "1")
     (repo / "study" / "scratch.py").write_text("TRY = 1\n")
     dirty = run_leaf(leaf, "--seed", "2")
-    return repo, git, leaf, (first, again, dirty)
+    return repo, (first.name, again.name, dirty.name)
+
+
+@pytest.fixture
+def three_runs(made, tmp_path: Path):
+    """A copy of the made repo (git history included) for one test to add to or break."""
+    source, names = made
+    repo = tmp_path / "exp-repo"
+    shutil.copytree(source, repo)
+    leaf = repo / "study" / "leaf" / "experiment.py"
+    runs = tuple(leaf.parent / "results" / name for name in names)
+    return repo, (lambda *args: _git(repo, *args)), leaf, runs
 
 
 def test_runs_table_lists_every_run(three_runs, capsys):
