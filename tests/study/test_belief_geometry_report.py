@@ -421,3 +421,23 @@ def test_the_original_table_is_the_json_and_the_records(runs) -> None:
             and f"{int(ours[0]):,} / final (10.03M) | R² within tokens_2" in line
         )
         assert ", ".join(f"{v:.3f}" for v in finals) + ";" in row
+
+
+def test_a_failed_run_counts_only_with_its_recorded_analysis_rerun(tmp_path) -> None:
+    """A run whose in-run analysis failed is read only with analysis_rerun.json (and its
+    result.json), and the memory tables name it; without the rerun record it is refused."""
+    (leaf, ids), *_ = [(leaf, ids) for leaf, ids in fixture_ids().items() if ids]
+    source = MEMORY_FIXTURES / leaf / "results" / ids[0]
+    folder = tmp_path / leaf / "results" / ids[0]
+    shutil.copytree(source, folder)
+    manifest = json.loads((folder / "run_manifest.json").read_text())
+    (folder / "run_manifest.json").write_text(json.dumps(manifest | {"status": "failed"}))
+    with pytest.raises(FileNotFoundError, match="no completed run_manifest.json"):
+        report.read_run(folder)
+    rerun = {"analysis_library_commit": "abcdef0123", "why": "the interventions stage failed"}
+    (folder / report.ANALYSIS_RERUN).write_text(json.dumps(rerun))
+    run = report.read_run(folder)
+    assert run.analysis_rerun == rerun
+    note = report.memory_blocks([run])["memory_returns"]
+    assert f"`{ids[0]}` ({leaf}, seed {run.seed}): library `abcdef0`" in note
+    assert "Analysis rerun" not in report.memory_blocks([report.read_run(source)])["memory_returns"]

@@ -69,6 +69,12 @@ class StudyRun:
     solver_values: Mapping[str, Any] | None = None
     # The probe over training (probe_metrics.json training.checkpoints), when recorded.
     checkpoints: tuple[Mapping[str, Any], ...] = ()
+    # analysis_rerun.json: the analysis ran again on the recorded checkpoints after the
+    # in-run one failed (its library commit, time and why); None for an in-run analysis.
+    analysis_rerun: Mapping[str, Any] | None = None
+
+
+ANALYSIS_RERUN = "analysis_rerun.json"
 
 
 def _read(path: Path) -> Any:
@@ -76,9 +82,16 @@ def _read(path: Path) -> Any:
 
 
 def read_run(folder: Path) -> StudyRun:
-    """One completed run's records (`<study>/<arm>/results/<run-id>`); else an error."""
+    """One completed run's records (`<study>/<arm>/results/<run-id>`); else an error. A run
+    whose training completed but whose in-run analysis failed counts only with an
+    `analysis_rerun.json` (the analysis rerun on its recorded checkpoints: commit, time, why)
+    and a result.json; the tables name such runs."""
     manifest = _read(folder / "run_manifest.json")
-    if manifest is None or manifest.get("status") != "completed":
+    rerun = _read(folder / ANALYSIS_RERUN)
+    status = None if manifest is None else manifest.get("status")
+    if status != "completed" and not (
+        status == "failed" and rerun is not None and (folder / "result.json").is_file()
+    ):
         raise FileNotFoundError(f"{folder}: no completed run_manifest.json")
     settings = (manifest.get("budget") or {}).get("settings") or {}
     metrics = _read(folder / "probe_metrics.json") or {}
@@ -92,6 +105,7 @@ def read_run(folder: Path) -> StudyRun:
         task_point=settings.get("task_point", "flagship"),
         solver_values=_read(folder / "solver_values.json"),
         checkpoints=tuple((metrics.get("training") or {}).get("checkpoints") or ()),
+        analysis_rerun=rerun,
     )
 
 
@@ -970,7 +984,19 @@ def memory_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
     solver values)."""
     if one_point(runs) not in (None, "memory"):
         raise ValueError(f"the memory-point tables read memory runs only, not {one_point(runs)!r}")
-    return {name: table(runs) for name, table in MEMORY_TABLES.items()}
+    tables = {name: table(runs) for name, table in MEMORY_TABLES.items()}
+    reruns = [run for run in runs if run.analysis_rerun is not None]
+    if reruns:
+        named = "; ".join(
+            f"`{run.run_id}` ({run.arm}, seed {run.seed}): library "
+            f"`{str(run.analysis_rerun.get('analysis_library_commit', '?'))[:7]}`"
+            for run in reruns
+        )
+        tables["memory_returns"] += (
+            "\n\nAnalysis rerun on the recorded checkpoints after the in-run analysis failed "
+            f"(the run's manifest says failed; analysis_rerun.json says why): {named}."
+        )
+    return tables
 
 
 def main(argv: Sequence[str] | None = None) -> int:
