@@ -48,7 +48,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from rl_harness.analysis.module_api import EncoderAPI, StepEncoderAPI, require_api
+from rl_harness.analysis.module_api import (
+    EncoderAPI,
+    PolicyHeadsAPI,
+    StepEncoderAPI,
+    require_api,
+)
 from rl_harness.seeding import stream_rng, stream_seed
 
 if TYPE_CHECKING:
@@ -282,6 +287,17 @@ class ModuleStepper:
             else module.get_inference_action_dist_cls()
         )
         self.state = self.initial_state() if self.stateful else None
+        # Greedy actions from the heads on the step's own representation, without a second
+        # pass through the trunk: `encode_step` gives the representation and state
+        # `forward_inference` computes, and `forward_heads` of it the module's own outputs
+        # (module_api's contracts). Sampling keeps RLlib's exploration pass.
+        self.heads_read_features = (
+            not self.explore
+            and self.stateful
+            and representation is encode_representation
+            and isinstance(module, StepEncoderAPI)
+            and isinstance(module, PolicyHeadsAPI)
+        )
 
     def initial_state(self) -> Any:
         def tile(value: Any) -> torch.Tensor:
@@ -356,7 +372,11 @@ class ModuleStepper:
         with torch.inference_mode():
             read = self.representation(self.module, batch)
             features, state_out = read if isinstance(read, tuple) else (read, None)
-            if act or (self.stateful and state_out is None):
+            if act and self.heads_read_features and state_out is not None:
+                inputs, _ = self.module.forward_heads(features)  # type: ignore[attr-defined]
+                dist = self.dist_class.from_logits(inputs).to_deterministic()
+                actions = dist.sample().cpu().numpy()
+            elif act or (self.stateful and state_out is None):
                 out = (
                     self.module.forward_exploration(batch)
                     if self.explore
@@ -414,8 +434,14 @@ def _collect_batch(
     observations, features, targets, actions, rewards = [], [], [], [], []
     warmup: list[np.ndarray] = []
     total = warmup_steps + episode_steps
+    # An actor or random play chooses the actions: the module only reads (no action pass).
+    reads_only = actor is not None or policy == "random"
     for t in range(total):
-        action, feature = stepper.step(preprocess(obs) if preprocess else obs)
+        module_obs = preprocess(obs) if preprocess else obs
+        if reads_only:
+            action, feature = None, stepper.read(module_obs)
+        else:
+            action, feature = stepper.step(module_obs)
         if not isinstance(feature, np.ndarray):
             raise TypeError(
                 "collect_rollouts records one representation per step: the extractor returned "
