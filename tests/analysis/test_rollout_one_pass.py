@@ -1,7 +1,8 @@
-"""Rollouts step the module once per step (issue 53 item 2): greedy actions come from the
-heads on the step's own representation, and an actor's or random play reads without an
-action pass. Each gives bit for bit what the two-pass stepping (the representation, then
-RLlib's forward_inference for the action) gave: same actions, representations, targets."""
+"""Rollouts step the module once per step (issue 53 item 2): greedy and sampled actions come
+from the heads on the step's own representation, and an actor's or random play reads
+without an action pass. Each gives bit for bit what the two-pass stepping (the
+representation, then RLlib's forward_inference / forward_exploration for the action) gave:
+same actions (the same draws for sampling), representations, targets."""
 
 from __future__ import annotations
 
@@ -45,13 +46,23 @@ def test_greedy_actions_from_the_heads_equal_rllibs_forward_inference():
             parameter.mul_(40.0)
     assert ModuleStepper(module, 2).heads_read_features
     assert not ModuleStepper(module, 2, representation=two_pass).heads_read_features
-    assert not ModuleStepper(module, 2, policy="sample").heads_read_features
+    assert ModuleStepper(module, 2, policy="sample").heads_read_features
     one, old = collect(module, encode_representation), collect(module, two_pass)
     np.testing.assert_array_equal(one.actions, old.actions)
     np.testing.assert_array_equal(one.representations, old.representations)
     np.testing.assert_array_equal(one.targets, old.targets)
     np.testing.assert_array_equal(one.observations, old.observations)
     assert one.actions.std() > 0.5  # the actions carry the policy, not a constant
+
+
+def test_sampled_actions_from_the_heads_equal_rllibs_forward_exploration():
+    module = build("transformer", seed=4)
+    one = collect(module, encode_representation, policy="sample")
+    old = collect(module, two_pass, policy="sample")
+    np.testing.assert_array_equal(one.actions, old.actions)  # the same draws, in order
+    np.testing.assert_array_equal(one.representations, old.representations)
+    greedy = collect(module, encode_representation)
+    assert not np.allclose(one.actions, greedy.actions)  # sampled, not greedy
 
 
 @pytest.mark.parametrize("policy", ["random", "actor"])

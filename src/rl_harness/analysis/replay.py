@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rl_harness.analysis.module_api import ResidualStreamAPI, require_api
+from rl_harness.analysis.module_api import ResidualStreamAPI, SequenceResidualAPI, require_api
 from rl_harness.analysis.rollouts import (
+    OBS,
+    STATE_IN,
     ModuleStepper,
     RepresentationExtractor,
     Rollouts,
@@ -78,6 +80,52 @@ def _check_resets(resets: np.ndarray | None, shape: tuple[int, int]) -> np.ndarr
     return out
 
 
+def _reads_sequences(
+    module: RLModule,
+    representation: RepresentationExtractor,
+    preprocess: Preprocess | None,
+    starts: np.ndarray,
+) -> bool:
+    """Whether a replay can read many steps per call: a stateful module with
+    `encode_sequence_residuals`, read through a default extractor (the representation
+    `encode_step` gives is the "final_norm" residual), observations as recorded, and no
+    episode starting inside a row."""
+    return (
+        representation in (encode_representation, residual_representations)
+        and preprocess is None
+        and module.is_stateful()
+        and isinstance(module, SequenceResidualAPI)
+        and not starts[:, 1:].any()
+    )
+
+
+def _replay_sequences(
+    module: RLModule,
+    obs: np.ndarray,
+    representation: RepresentationExtractor,
+    size: int,
+    steps_per_call: int,
+) -> dict[str, np.ndarray] | np.ndarray:
+    """`_replay` reading `steps_per_call` steps per module call (SequenceResidualAPI), the
+    state carried between calls: one call per chunk of steps instead of one per step."""
+    named = representation is residual_representations
+    chunks: list[Any] = []
+    with eval_mode(module), torch.inference_mode():
+        for first in range(0, obs.shape[0], size):
+            part = obs[first : first + size]
+            stepper = ModuleStepper(module, part.shape[0])  # the device and initial state
+            state, pieces = stepper.state, []
+            for t in range(0, part.shape[1], steps_per_call):
+                window = np.ascontiguousarray(part[:, t : t + steps_per_call])
+                batch = {OBS: torch.as_tensor(window, device=stepper.device), STATE_IN: state}
+                residuals, state = module.encode_sequence_residuals(batch)  # type: ignore[attr-defined]
+                wanted = residuals if named else {"final_norm": residuals["final_norm"]}
+                pieces.append({k: v.float().cpu().numpy() for k, v in wanted.items()})
+            chunks.append({k: np.concatenate([p[k] for p in pieces], axis=1) for k in pieces[0]})
+    out = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+    return out if named else out["final_norm"]
+
+
 def _replay(
     module: RLModule,
     observations: np.ndarray,
@@ -85,6 +133,7 @@ def _replay(
     representation: RepresentationExtractor,
     preprocess: Preprocess | None,
     batch_size: int | None,
+    steps_per_call: int = 1,
 ) -> dict[str, np.ndarray] | np.ndarray:
     obs = np.asarray(observations)
     if obs.ndim < 2 or obs.shape[0] == 0 or obs.shape[1] == 0:
@@ -96,6 +145,12 @@ def _replay(
     size = rows if batch_size is None else batch_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(steps_per_call, bool) or not isinstance(steps_per_call, int):
+        raise ValueError(f"steps_per_call must be a positive int, got {steps_per_call!r}")
+    if steps_per_call < 1:
+        raise ValueError(f"steps_per_call must be a positive int, got {steps_per_call!r}")
+    if steps_per_call > 1 and _reads_sequences(module, representation, preprocess, starts):
+        return _replay_sequences(module, obs, representation, size, steps_per_call)
     chunks: list[Any] = []
     with eval_mode(module):
         for first in range(0, rows, size):
@@ -127,6 +182,7 @@ def replay_observations(
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> np.ndarray:
     """(n_sequences, T, d) representations of `module` reading (n_sequences, T, *obs_shape)
     observations (as the env returned them; `preprocess` is the recipe's transform).
@@ -134,8 +190,16 @@ def replay_observations(
     Each row starts from `get_initial_state()`; `resets` (n_sequences, T) bools start a new
     episode at a step (state back to the initial one before the step is read). Rows are
     stepped `batch_size` at a time (default: all together).
+
+    `steps_per_call` > 1: a stateful module with `encode_sequence_residuals`
+    (`SequenceResidualAPI`) read through a default extractor, without `preprocess` or resets
+    inside a row, reads that many steps per call (the state carried between calls): the
+    same computation in far fewer, larger calls, equal to stepping up to float rounding (not
+    bit for bit). Any other case is stepped one step at a time as with 1.
     """
-    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    out = _replay(
+        module, observations, resets, representation, preprocess, batch_size, steps_per_call
+    )
     if isinstance(out, dict):
         raise TypeError(
             "the representation extractor returned a mapping: use replay_named_representations"
@@ -151,10 +215,13 @@ def replay_named_representations(
     representation: RepresentationExtractor = residual_representations,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> dict[str, np.ndarray]:
     """{name: (n_sequences, T, d)} from an extractor returning a mapping (default: every
     residual, `residual_representations`); otherwise as `replay_observations`."""
-    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    out = _replay(
+        module, observations, resets, representation, preprocess, batch_size, steps_per_call
+    )
     if not isinstance(out, dict):
         raise TypeError("the representation extractor returned one tensor: use replay_observations")
     return out
@@ -175,14 +242,21 @@ def replay_rollouts(
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> np.ndarray:
     """`module`'s (E, T, d) representations on exactly the observations of `rollouts` (warm-up
     steps read but not returned), aligned with `rollouts.targets`. `preprocess` must be the
-    one the rollouts used; `batch_size` defaults to the rollouts' `num_envs`."""
+    one the rollouts used; `batch_size` defaults to the rollouts' `num_envs`;
+    `steps_per_call` as in `replay_observations`."""
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
     features = replay_observations(
-        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+        module,
+        observations,
+        representation=representation,
+        preprocess=preprocess,
+        batch_size=size,
+        steps_per_call=steps_per_call,
     )
     return features[:, warmup:]
 
@@ -194,11 +268,17 @@ def replay_rollouts_named(
     representation: RepresentationExtractor = residual_representations,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> dict[str, np.ndarray]:
     """`replay_rollouts` for a mapping extractor: {name: (E, T, d)} from one pass."""
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
     named = replay_named_representations(
-        module, observations, representation=representation, preprocess=preprocess, batch_size=size
+        module,
+        observations,
+        representation=representation,
+        preprocess=preprocess,
+        batch_size=size,
+        steps_per_call=steps_per_call,
     )
     return {name: values[:, warmup:] for name, values in named.items()}

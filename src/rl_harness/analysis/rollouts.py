@@ -287,13 +287,13 @@ class ModuleStepper:
             else module.get_inference_action_dist_cls()
         )
         self.state = self.initial_state() if self.stateful else None
-        # Greedy actions from the heads on the step's own representation, without a second
-        # pass through the trunk: `encode_step` gives the representation and state
+        # Actions from the heads on the step's own representation, without a second pass
+        # through the trunk: `encode_step` gives the representation and state
         # `forward_inference` computes, and `forward_heads` of it the module's own outputs
-        # (module_api's contracts). Sampling keeps RLlib's exploration pass.
+        # (module_api's contracts), the inputs of both action distributions (RLlib's
+        # `_forward_exploration` and `_forward_inference` are its `_forward`).
         self.heads_read_features = (
-            not self.explore
-            and self.stateful
+            self.stateful
             and representation is encode_representation
             and isinstance(module, StepEncoderAPI)
             and isinstance(module, PolicyHeadsAPI)
@@ -374,7 +374,9 @@ class ModuleStepper:
             features, state_out = read if isinstance(read, tuple) else (read, None)
             if act and self.heads_read_features and state_out is not None:
                 inputs, _ = self.module.forward_heads(features)  # type: ignore[attr-defined]
-                dist = self.dist_class.from_logits(inputs).to_deterministic()
+                dist = self.dist_class.from_logits(inputs)
+                if not self.explore:
+                    dist = dist.to_deterministic()
                 actions = dist.sample().cpu().numpy()
             elif act or (self.stateful and state_out is None):
                 out = (
@@ -427,22 +429,29 @@ def _collect_batch(
     action_transform: ActionTransform | None,
     action_rng: np.random.Generator,
     actor: Actor | None,
+    replay_steps: int | None,
 ) -> tuple[np.ndarray, ...]:
     n = len(seeds)
     stepper = ModuleStepper(module, n, representation=representation, policy=policy)
+    # An actor or random play chooses the actions: the module only reads, every step (no
+    # action pass), or with `replay_steps` afterwards, replaying what was played.
+    reads_only = actor is not None or policy == "random"
+    read_later = reads_only and replay_steps is not None
+    played: list[np.ndarray] = []
     obs, info = env.reset(seed=seeds)
     observations, features, targets, actions, rewards = [], [], [], [], []
     warmup: list[np.ndarray] = []
     total = warmup_steps + episode_steps
-    # An actor or random play chooses the actions: the module only reads (no action pass).
-    reads_only = actor is not None or policy == "random"
     for t in range(total):
         module_obs = preprocess(obs) if preprocess else obs
-        if reads_only:
+        if read_later:
+            action, feature = None, None
+            played.append(np.asarray(obs))
+        elif reads_only:
             action, feature = None, stepper.read(module_obs)
         else:
             action, feature = stepper.step(module_obs)
-        if not isinstance(feature, np.ndarray):
+        if feature is not None and not isinstance(feature, np.ndarray):
             raise TypeError(
                 "collect_rollouts records one representation per step: the extractor returned "
                 "a mapping (replay the rollouts with replay_named_representations instead)"
@@ -469,6 +478,17 @@ def _collect_batch(
                 f"an episode ended after {t + 1} steps, before warmup_steps + episode_steps = "
                 f"{total}; collect at most as many steps as the shortest episode"
             )
+    if read_later:
+        from rl_harness.analysis.replay import replay_observations
+
+        replayed = replay_observations(
+            module,
+            np.stack(played, axis=1),
+            representation=representation,
+            preprocess=preprocess,
+            steps_per_call=int(replay_steps or 1),
+        )
+        features = list(replayed[:, warmup_steps:].swapaxes(0, 1))
     parts = (observations, features, targets, actions, rewards)
     first = np.asarray(observations[0])
     history = (
@@ -495,6 +515,7 @@ def collect_rollouts(
     action_transform: ActionTransform | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
     actor: Actor | None = None,
+    replay_steps: int | None = None,
 ) -> Rollouts:
     """Play `n_episodes` episodes, `num_envs` at a time; record `episode_steps` steps of each
     after `warmup_steps` steps that are played (state carried) but not recorded.
@@ -506,6 +527,12 @@ def collect_rollouts(
     stream `(*stream, "random_actions")`. With `actor`, the env executes `actor(obs, info)`
     (env units, no `action_transform`) and the module only reads: its representations are
     those of an agent watching the actor play (policy must stay "greedy").
+
+    `replay_steps`: when the module only reads (an actor, or `policy="random"`), play the
+    episodes without stepping it and read its representations afterwards, replaying what was
+    played `replay_steps` steps per call (`replay_observations(..., steps_per_call=)`: equal
+    to reading each step up to float rounding, and much faster for a module with
+    `encode_sequence_residuals`). Ignored when the module chooses the actions.
     """
     for name, value in (("n_episodes", n_episodes), ("episode_steps", episode_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -516,6 +543,10 @@ def collect_rollouts(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if replay_steps is not None and (
+        isinstance(replay_steps, bool) or not isinstance(replay_steps, int) or replay_steps < 1
+    ):
+        raise ValueError(f"replay_steps must be a positive int or None, got {replay_steps!r}")
     if actor is not None and policy != "greedy":
         raise ValueError(f"an actor chooses the actions: leave policy 'greedy', got {policy!r}")
     stream = tuple(stream)
@@ -542,6 +573,7 @@ def collect_rollouts(
                         action_transform,
                         action_rng,
                         actor,
+                        replay_steps,
                     )
                 )
             finally:
