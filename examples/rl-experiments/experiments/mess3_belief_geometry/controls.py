@@ -203,9 +203,12 @@ def controls_on(
     seed: int,
     data: str,
     say: Any = print,
+    windows: Any = None,
 ) -> dict[str, Any]:
     """Every control on one data set, scored on its own held-out episodes and resamples (the
-    agent probe's split there): the `controls_by_data` block of that set."""
+    agent probe's split there): the `controls_by_data` block of that set. `windows`: the
+    tokens-and-actions WindowTable already fitted on this set with the same seed, split and
+    branchings (the in-run analysis' own), instead of fitting it again."""
     tokens = rollouts.observations[..., layout.tokens]
 
     def probe(features: np.ndarray) -> Any:
@@ -246,17 +249,20 @@ def controls_on(
     }
     scores = {name: held_out_scores(held_out, p, **common) for name, p in predictions.items()}
     ks = list(range(1, plan.window_k_max + 1))
-    say(f"{data}: windows k = 1..{ks[-1]} on tokens and actions, then on tokens only")
-    window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
-    windows = compare_with_windows(
-        agent,
-        rollouts.observations[..., window_parts],
-        rollouts.targets,
-        ks=ks,
-        seed=seed,
-        history=rollouts.warmup_observations[..., window_parts],
-        branchings=branching.labels,
-    )
+    if windows is None:
+        say(f"{data}: windows k = 1..{ks[-1]} on tokens and actions, then on tokens only")
+        window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
+        windows = compare_with_windows(
+            agent,
+            rollouts.observations[..., window_parts],
+            rollouts.targets,
+            ks=ks,
+            seed=seed,
+            history=rollouts.warmup_observations[..., window_parts],
+            branchings=branching.labels,
+        )
+    else:
+        say(f"{data}: windows k = 1..{ks[-1]} on tokens only (tokens and actions: fitted)")
     tokens_windows = tokens_only_windows(
         agent, rollouts, layout, branching.labels, ks=ks, seed=seed
     )
@@ -346,24 +352,41 @@ def controls_by_data(
     greedy: Rollouts | None = None,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
     say: Any = print,
+    rollouts: Mapping[str, Rollouts] | None = None,
+    untrained: Mapping[str, np.ndarray] | None = None,
+    windows: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `controls_by_data` record: `controls_on` each of DATA_SETS (`greedy`: the agent's
-    greedy rollouts when already collected with the same settings and sizes)."""
+    """The `controls_by_data` record: `controls_on` each of DATA_SETS. What the caller already
+    has, collected with the same settings and sizes, is read instead of redone: `greedy` or
+    `rollouts` {data set: Rollouts}, `untrained` {data set: the control's replayed
+    features}, `windows` {data set: its tokens-and-actions WindowTable}."""
     env = make_env(1)
     layout, action_space = env.layout, env.single_action_space
     env.close()
     settings = probing.rollout_settings(plan, seed, make_env, action_space)
+    known = dict(rollouts or {})
+    if greedy is not None:
+        known.setdefault("agent_greedy", greedy)
     record: dict[str, Any] = {"schema_version": CONTROLS_SCHEMA_VERSION, "data": dict(DATA)}
     for name in DATA_SETS:
-        if name == "agent_greedy" and greedy is not None:
-            rollouts = greedy
-        else:
+        data = known.get(name)
+        if data is None:
             say(f"{name}: rollouts ({plan.probe_episodes} episodes), the agent reading")
-            rollouts = data_set(name, module, settings, plan, belief_policy)
-        say(f"{name}: replaying the untrained module, probes")
-        untrained = replay_rollouts(control, rollouts)
+            data = data_set(name, module, settings, plan, belief_policy)
+        features = (untrained or {}).get(name)
+        if features is None:
+            say(f"{name}: replaying the untrained module")
+            features = replay_rollouts(control, data, steps_per_call=probing.REPLAY_STEPS)
+        say(f"{name}: probes")
         record[name] = controls_on(
-            rollouts, untrained, layout=layout, plan=plan, seed=seed, data=name, say=say
+            data,
+            features,
+            layout=layout,
+            plan=plan,
+            seed=seed,
+            data=name,
+            say=say,
+            windows=(windows or {}).get(name),
         )
     return record
 
