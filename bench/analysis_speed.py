@@ -4,8 +4,8 @@ Runs `experiments.mess3_belief_geometry.analysis.analyze` (the `reward_only` lea
 interventions on) on one finished run's final checkpoint, once with the library and study
 at --baseline-ref (default af63730, before issue 53 item 2; unpacked with `git archive` into a
 temporary folder and put first on PYTHONPATH) and once with this checkout, each in its own
-process on a fresh copy of the run's results folder, one torch thread (the study's
-ANALYSIS_TORCH_THREADS). Prints each side's wall time, this checkout's seconds per stage
+process on a fresh copy of the run's results folder, OMP_NUM_THREADS=1 unless --threads
+(the study's runs set 1). Prints each side's wall time, this checkout's seconds per stage
 (probe_metrics.json `timings`), the ratio old / new, and how the two records' numbers differ
 (every numeric leaf of probe_metrics.json, yardstick.json and interventions.json: how many
 are equal, how many differ and by how much; see the module docstring of the study's
@@ -79,7 +79,13 @@ def baseline_tree(ref: str, into: Path) -> Path:
 
 
 def run_side(
-    name: str, tree: Path, run_dir: Path, budget: str, overrides: dict, scratch: Path
+    name: str,
+    tree: Path,
+    run_dir: Path,
+    budget: str,
+    overrides: dict,
+    scratch: Path,
+    threads: int = 1,
 ) -> dict:
     """One analysis in its own process on a fresh copy of `run_dir`; its BENCH line, the
     copy's path and the console lines."""
@@ -91,8 +97,8 @@ def run_side(
         (copy / record).unlink(missing_ok=True)
     env = os.environ | {
         "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{tree / 'examples' / 'rl-experiments'}",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
     }
     started = time.perf_counter()
     done = subprocess.run(
@@ -222,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="cpu", help="whose analysis sizes (default cpu)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--sides", default="old,new", help="old,new | new | old")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP/MKL threads of each side's process (default 1, as the study's runs): this "
+        "checkout's fits and 64-step replays use them, its acting stays on 1; the old "
+        "analysis ran torch on 1 thread throughout",
+    )
     args = parser.parse_args(argv)
     if args.make_run:
         if args.run.exists():
@@ -246,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         for side in sides:
             print(f"{side}: analysing {args.run} at {args.budget} {overrides or ''}", flush=True)
-            results[side] = run_side(side, trees[side], args.run, args.budget, overrides, scratch)
+            results[side] = run_side(
+                side, trees[side], args.run, args.budget, overrides, scratch, args.threads
+            )
             print(f"{side}: {results[side]['wall_s']:.1f} s", flush=True)
         if "new" in results and results["new"]["timings"]:
             print("\nthis checkout, seconds per stage:")
