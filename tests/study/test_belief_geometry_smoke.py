@@ -136,18 +136,19 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
         == (metrics["action_branching"]["branches_added_by_actions"])
     )
     # Every residual; the last is the probed representation (replayed 64 steps per call:
-    # equal to the agent's own stepping up to float rounding).
+    # equal to the agent's own stepping up to float rounding, which the smoke probe's 384
+    # train steps for 96 features amplify).
     names = [row["name"] for row in metrics["layers"]]
     assert names == ["embed", "block_1", "block_2", "block_3", "final_norm"]
     assert metrics["layers"][-1]["r2_pooled"] == pytest.approx(
-        metrics["probe"]["r2_pooled"], rel=1e-6, abs=1e-9
+        metrics["probe"]["r2_pooled"], rel=1e-3
     )
     # R² over training: step 0 and the trained agent, the same rollouts replayed through
     # each; with every episode replayed, the final point is the agent's own probe.
     training = metrics["training"]
     assert [c["env_steps"] for c in training["checkpoints"]] == [0, 512]
     assert training["checkpoints"][-1]["r2_pooled"] == pytest.approx(
-        metrics["probe"]["r2_pooled"], rel=1e-6, abs=1e-9
+        metrics["probe"]["r2_pooled"], rel=1e-3
     )
     # The analysis in timed stages, each announced (issue 53 item 2, issue 50 item 6).
     stages = [x for x in analysis.STAGES if x != "interventions" or "interventions" in metrics]
