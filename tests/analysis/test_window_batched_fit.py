@@ -75,7 +75,7 @@ def tasks() -> list[FitTask]:
     for index, (width, n_extra) in enumerate([(4, 0), (9, 0), (9, 3)]):
         x = rng.normal(size=(n + n_test, width)) * rng.uniform(0.5, 3.0, size=width) + 1.0
         x[:, 0] = 1.0  # a constant column: its scale is taken as 1
-        y = np.stack([np.tanh(x[:, 1] * x[:, -1]), np.sin(x[:, -2]), x[:, 1] ** 2], -1)
+        y = np.stack([np.tanh(x[:, 1] * x[:, -1]), np.sin(x[:, -2]), x[:, 1] - x[:, -1]], -1)
         out.append(
             FitTask(
                 x[:n],
