@@ -2,22 +2,27 @@
 
 Runs `experiments.mess3_belief_geometry.analysis.analyze` (the `reward_only` leaf's call:
 interventions on) on one finished run's final checkpoint, once with the library and study
-at --baseline-ref (default af63730, before issue 53 item 2; unpacked with `git archive` into a
-temporary folder and put first on PYTHONPATH) and once with this checkout, each in its own
-process on a fresh copy of the run's results folder, OMP_NUM_THREADS=1 unless --threads
-(the study's runs set 1). Prints each side's wall time, this checkout's seconds per stage
-(probe_metrics.json `timings`), the ratio old / new, and how the two records' numbers differ
-(every numeric leaf of probe_metrics.json, yardstick.json and interventions.json: how many
-are equal, how many differ and by how much; see the module docstring of the study's
-analysis.py and docs/performance.md for why some differ).
+at --baseline-ref (default c0c881e: main before issue 53 item 2 was merged; checked out with
+`git worktree add --detach` under /tmp, removed afterwards, and put first on PYTHONPATH) and
+once with this checkout, each in its own process on a fresh copy of the run's results
+folder, OMP_NUM_THREADS=1 unless --threads (the study's runs set 1). Prints each side's wall
+time and seconds per stage (this checkout: probe_metrics.json `timings`; the old one: from
+its progress lines, one phase per announced step), the stages grouped where both sides do
+the same work with the ratio old / new of each and of the total, and how the two records'
+numbers agree (every numeric leaf of probe_metrics.json, yardstick.json and
+interventions.json: equal to 1e-9, within 1e-3 relative (float rounding: the 64-step
+replays, the batched window fits), or different, the largest first; see docs/performance.md
+for which computations changed and why they are the same in distribution).
 
     # a run to analyse (any reward_only run with checkpoints; a smoke run is enough: the
     # analysis sizes come from --budget / --set, not from the run):
     uv run rl-harness experiments.mess3_belief_geometry.reward_only.experiment --smoke \
         --set iterations=64 --results-dir /tmp/ab --artifacts-dir /tmp/ab --run-id ab
-    # the comparison at the CPU budget's analysis sizes (~35 min on 2 quiet cores: the old
-    # side ~30 min, this checkout a few):
+    # the comparison at the CPU budget's analysis sizes (the old side alone ~40 min on 2
+    # quiet cores; see docs/performance.md):
     .venv/bin/python bench/analysis_speed.py /tmp/ab/ab --budget cpu
+    # or, without training, a finished run of 6 saved untrained agents built first:
+    .venv/bin/python bench/analysis_speed.py /tmp/ab-run --make-run 6 --budget cpu
 
 `--sides new` runs this checkout only (its stage table); `--set KEY=VALUE` changes one
 analysis size (e.g. --set probe_episodes=64 for a quick look). No timing assertion anywhere:
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BASELINE_REF = "af63730"  # main before issue 53 item 2
+BASELINE_REF = "c0c881e"  # main before issue 53 item 2 was merged
 RECORDS = ("probe_metrics.json", "yardstick.json", "interventions.json")
 
 # The child: one analysis of a copy of the run, the library on PYTHONPATH first.
@@ -64,18 +69,96 @@ record = analysis.analyze(
     context, label="reward_only", module_spec=recipe.module_spec(), plan=plan, interventions=True
 )
 wall = time.perf_counter() - started
+import rl_harness
 print("BENCH " + json.dumps({"wall_s": wall, "timings": record.get("timings"),
-                             "library": analysis.__file__}), flush=True)
+                             "study": analysis.__file__, "library": rl_harness.__file__}),
+      flush=True)
 """
 
 
+# The old analysis' phases, from the first words of its progress lines (c0c881e's
+# analysis.py, interventions.py and incremental.py): the stage each line starts.
+OLD_PHASES = (
+    ("greedy rollouts of the trained agent", "rollouts"),
+    ("untrained control: replaying", "replays"),
+    ("affine probes", "probes"),
+    ("window baselines k", "windows"),
+    ("incremental R²: windows", "incremental_r2"),
+    ("per-layer probes", "layers"),
+    ("probes over training", "over_training"),
+    ("controls on data the agent did not choose", "controls_by_data"),
+    ("interventions at", "interventions"),
+    ("memory yardstick", "yardstick"),
+    ("wrote probe_metrics.json", None),
+)
+# Stages grouped where both sides do the same work (the new one collects every data set and
+# replays every control in its first stages, which the old did inside controls_by_data, and
+# scores the agent's controls in one call): (old phases, new stages).
+GROUPS = {
+    "rollouts, replays, probes, controls, windows, incremental R², layers, over training, "
+    "controls by data": (
+        (
+            "rollouts",
+            "replays",
+            "probes",
+            "windows",
+            "incremental_r2",
+            "layers",
+            "over_training",
+            "controls_by_data",
+        ),
+        (
+            "load",
+            "rollouts",
+            "replays",
+            "probes",
+            "controls",
+            "incremental_r2",
+            "layers",
+            "over_training",
+            "controls_by_data",
+        ),
+    ),
+    "interventions": (("interventions",), ("interventions",)),
+    "yardstick and figures": (("yardstick",), ("yardstick", "figures")),
+}
+
+
 def baseline_tree(ref: str, into: Path) -> Path:
-    """The repository at `ref`, unpacked (no git state shared with this checkout)."""
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    """The repository at `ref`, checked out as a detached git worktree at `into` (removed by
+    `remove_tree`)."""
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(into), ref],
+        check=True,
+        capture_output=True,
+    )
     return into
+
+
+def remove_tree(tree: Path) -> None:
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True
+    )
+    subprocess.run(["git", "-C", str(REPO), "worktree", "prune"], capture_output=True)
+
+
+def old_phases(lines: str) -> dict[str, float]:
+    """{phase: seconds} of an old analysis from its progress lines ("[analysis LABEL  12.3s]
+    message"): each phase from the line that starts it to the line that starts the next."""
+    marks: list[tuple[float, str | None]] = []
+    for line in lines.splitlines():
+        if not line.startswith("[analysis") or "s] " not in line:
+            continue
+        stamp, message = line.split("s] ", 1)
+        for prefix, phase in OLD_PHASES:
+            if message.startswith(prefix):
+                marks.append((float(stamp.split()[-1]), phase))
+                break
+    out: dict[str, float] = {}
+    for (start, phase), (end, _) in zip(marks, marks[1:], strict=False):
+        if phase is not None:
+            out[phase] = out.get(phase, 0.0) + end - start
+    return out
 
 
 def run_side(
@@ -194,20 +277,52 @@ def compare_records(old: Path, new: Path) -> list[str]:
         a = numeric_leaves(json.loads((old / name).read_text()))
         b = numeric_leaves(json.loads((new / name).read_text()))
         common = sorted(set(a) & set(b))
-        diffs = []
+        close, diffs = 0, []
         for key in common:
             x, y = a[key], b[key]
-            same = (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-9 * max(1, abs(x))
-            if not same:
+            if (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-9 * max(1, abs(x)):
+                continue
+            if abs(x - y) <= 1e-3 * max(1, abs(x)):
+                close += 1
+            else:
                 diffs.append((abs(x - y), key, x, y))
         diffs.sort(reverse=True)
+        equal = len(common) - close - len(diffs)
         lines.append(
-            f"{name}: {len(common) - len(diffs)} of {len(common)} numbers equal; "
-            f"{len(diffs)} differ; only old {len(set(a) - set(b))}, only new {len(set(b) - set(a))}"
+            f"{name}: of {len(common)} numbers in both, {equal} equal (1e-9), {close} within "
+            f"1e-3 relative, {len(diffs)} differ more; only old {len(set(a) - set(b))}, only new "
+            f"{len(set(b) - set(a))}"
         )
         for gap, key, x, y in diffs[:12]:
             lines.append(f"    {key}: {x:.6g} -> {y:.6g} (|d| {gap:.3g})")
     return lines
+
+
+def report(results: dict[str, dict], baseline_ref: str) -> None:
+    """Seconds per stage of each side, the groups both sides share with old / new, the
+    records compared."""
+    stages = {}
+    if "new" in results and results["new"]["timings"]:
+        stages["new"] = results["new"]["timings"]["stages_s"]
+    if "old" in results:
+        stages["old"] = old_phases(results["old"]["lines"])
+    for side, table in stages.items():
+        name = "this checkout" if side == "new" else f"old ({baseline_ref})"
+        print(f"\n{name}, seconds per stage (wall {results[side]['wall_s']:.1f} s):")
+        for stage, seconds in table.items():
+            print(f"  {stage:<18} {seconds:8.1f}")
+    if "old" in results and "new" in results:
+        print("\nthe same work on both sides, seconds (old / new):")
+        for group, (old_names, new_names) in GROUPS.items():
+            old = sum(stages["old"].get(n, 0.0) for n in old_names)
+            new = sum(stages.get("new", {}).get(n, 0.0) for n in new_names)
+            ratio = f"{old / new:6.2f}x" if new > 0 else "     -"
+            print(f"  {old:8.1f} {new:8.1f} {ratio}  {group}")
+        old_wall, new_wall = results["old"]["wall_s"], results["new"]["wall_s"]
+        print(f"  {old_wall:8.1f} {new_wall:8.1f} {old_wall / new_wall:6.2f}x  the whole analysis")
+        print("\nrecords, old against new:")
+        for line in compare_records(results["old"]["copy"], results["new"]["copy"]):
+            print(f"  {line}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,32 +370,24 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         trees = {"new": REPO}
         if "old" in sides:
-            (scratch / "old-tree").mkdir()
             trees["old"] = baseline_tree(args.baseline_ref, (scratch / "old-tree").resolve())
-        results = {}
-        for side in sides:
-            print(f"{side}: analysing {args.run} at {args.budget} {overrides or ''}", flush=True)
-            results[side] = run_side(
-                side, trees[side], args.run, args.budget, overrides, scratch, args.threads
-            )
-            print(f"{side}: {results[side]['wall_s']:.1f} s", flush=True)
-        if "new" in results and results["new"]["timings"]:
-            print("\nthis checkout, seconds per stage:")
-            for stage, seconds in results["new"]["timings"]["stages_s"].items():
-                print(f"  {stage:<18} {seconds:8.1f}")
-        if "old" in results:
-            print(f"\nold ({args.baseline_ref}) analysis wall: {results['old']['wall_s']:.1f} s")
-            print("old progress lines (seconds since the analysis began):")
-            for line in results["old"]["lines"].splitlines():
-                if line.startswith("[analysis"):
-                    print(f"  {line}")
-        if "old" in results and "new" in results:
-            ratio = results["old"]["wall_s"] / results["new"]["wall_s"]
-            new_wall = results["new"]["wall_s"]
-            print(f"\nnew analysis wall: {new_wall:.1f} s; old / new = {ratio:.2f}x")
-            print("\nrecords, old against new:")
-            for line in compare_records(results["old"]["copy"], results["new"]["copy"]):
-                print(f"  {line}")
+        try:
+            results = {}
+            for side in sides:
+                print(
+                    f"{side}: analysing {args.run} at {args.budget} {overrides or ''}", flush=True
+                )
+                results[side] = run_side(
+                    side, trees[side], args.run, args.budget, overrides, scratch, args.threads
+                )
+                print(
+                    f"{side}: {results[side]['wall_s']:.1f} s (library {results[side]['library']})",
+                    flush=True,
+                )
+            report(results, args.baseline_ref)
+        finally:
+            if "old" in trees:
+                remove_tree(trees["old"])
     return 0
 
 
