@@ -674,6 +674,18 @@ MUTATIONS = [
         "the within-branch variance would count the steps of single-step branches",
     ),
     Mutation(
+        "window-fits-share-one-batch-order",
+        "analysis/windows.py",
+        (
+            (
+                "generators = [torch.Generator().manual_seed(task.batch_seed) for task in tasks]",
+                "generators = [torch.Generator().manual_seed(tasks[0].batch_seed) for _ in tasks]",
+            ),
+        ),
+        ("tests/analysis/test_window_batched_fit.py",),
+        "window MLPs trained together would all take the first model's minibatch order",
+    ),
+    Mutation(
         "history-worth-strict-reach",
         "analysis/windows.py",
         (("get(row.window).value >= agent.value", "get(row.window).value > agent.value"),),

@@ -6,12 +6,20 @@ reference policy whose agreement and fractions are known by construction."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from rl_harness.analysis import ProbeSettings, Rollouts, WindowRegressor, quantile_bins
+from rl_harness.analysis import (
+    ProbeSettings,
+    Rollouts,
+    WindowRegressor,
+    evaluate_probe,
+    quantile_bins,
+)
 from rl_harness.analysis.controls import action_branching, policy_readouts, score_controls
 from tests.analysis.test_window_baselines import controlled_process
 
@@ -160,6 +168,33 @@ def test_score_controls_pairs_every_control_on_the_agent_probes_resamples(proces
             actions=ACTIONS,
             ks=[1],
         )
+
+
+def test_score_controls_reads_a_given_agent_probe_instead_of_fitting_it(process):
+    """The in-run analysis scores its controls once, reading the agent probe it evaluated with
+    its permutation nulls: every number is what fitting the probe here gives, the nulls kept;
+    a probe evaluated under other settings is refused."""
+    inputs, beliefs, history, agent, control = process
+    rollouts = _rollouts(inputs, beliefs, history, agent)
+    kwargs = dict(tokens=TOKENS, actions=ACTIONS, ks=[1], tokens_only=False, regressor=SMALL)
+    fitted = score_controls(rollouts, control, settings=SETTINGS, **kwargs).to_dict()
+    with_nulls = dataclasses.replace(SETTINGS, n_permutations=5, n_within_permutations=5)
+    probe = evaluate_probe(agent, beliefs, with_nulls, branch_tokens=inputs[..., TOKENS])
+    given = score_controls(rollouts, control, settings=SETTINGS, agent=probe, **kwargs).to_dict()
+
+    def same(a, b):  # as JSON text: NaN leaves compare equal
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+    assert same(given["agent_probe"], probe.report.to_dict())
+    assert given["agent_probe"]["permutation"]["n_permutations"] == 5
+    given["agent_probe"]["permutation"] = None
+    given["agent_probe"]["within_branch"]["permutation"] = None
+    assert same(given, fitted)
+    other = evaluate_probe(
+        agent, beliefs, dataclasses.replace(SETTINGS, seed=4), branch_tokens=inputs[..., TOKENS]
+    )
+    with pytest.raises(ValueError, match="not the controls'"):
+        score_controls(rollouts, control, settings=SETTINGS, agent=other, **kwargs)
 
 
 def test_policy_readouts_against_a_reference_of_known_agreement():

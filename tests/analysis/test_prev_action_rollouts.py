@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from rl_harness.analysis import ModuleStepper, collect_rollouts, info_target, replay_rollouts
+from rl_harness.analysis import (
+    ModuleStepper,
+    collect_rollouts,
+    info_target,
+    replay_observations,
+    replay_rollouts,
+)
 from rl_harness.envs.hmm import HMMVectorEnv
 from rl_harness.learners.models import PREV_ACTIONS
 from tests.test_migrating_doc import worked_example
@@ -80,3 +86,62 @@ def test_a_step_without_the_previous_action_fails_instead_of_reading_zeros():
         stepper.read(obs)
     stepper.note_actions(np.ones((2, 2), np.float32))
     stepper.read(obs)
+
+
+def collect_example(module, env_config, **options):
+    kwargs = dict(
+        n_episodes=3,
+        episode_steps=20,
+        warmup_steps=6,
+        seed=1,
+        target=info_target("decision_belief"),
+        num_envs=3,
+    )
+    return collect_rollouts(module, lambda n: HMMVectorEnv(n, env_config), **(kwargs | options))
+
+
+@pytest.mark.parametrize("steps_per_call", [5, 64])
+def test_replays_of_many_steps_per_call_feed_the_previous_actions(steps_per_call):
+    """The sequence replay (issue 53) shifts the actions in as stepping feeds them: zeros at a
+    row's first step, then the previous step's action, across chunk edges."""
+    module, env_config = example_module_and_env()
+    played = collect_example(module, env_config, policy="sample")
+    stepped = replay_rollouts(module, played)
+    many = replay_rollouts(module, played, steps_per_call=steps_per_call)
+    np.testing.assert_allclose(many, stepped, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(many, played.representations, rtol=1e-4, atol=1e-5)
+    # Without the actions a module reading them is not replayed on zeros: the stepping path
+    # refuses with its one line.
+    with pytest.raises(ValueError, match="reads the previous action"):
+        replay_observations(module, played.observations, steps_per_call=steps_per_call)
+    # The actions matter: the same observations with other actions read differently.
+    others = np.roll(played.actions, 1, axis=0)
+    moved = replay_observations(
+        module, played.observations, actions=others, steps_per_call=steps_per_call
+    )
+    assert not np.allclose(
+        moved[:, 2:],
+        replay_observations(
+            module, played.observations, actions=played.actions, steps_per_call=steps_per_call
+        )[:, 2:],
+        atol=1e-4,
+    )
+
+
+@pytest.mark.parametrize("policy", ["random", "actor"])
+def test_read_only_play_replayed_afterwards_feeds_the_played_actions(policy):
+    """collect_rollouts(replay_steps=): random or an actor's play, replayed after the episodes,
+    gives the module what reading every step gave it (the actions played, shifted in)."""
+    module, env_config = example_module_and_env()
+    actor = None
+    if policy == "actor":
+
+        def actor(obs, info):
+            return 2.0 * (np.asarray(info["decision_belief"])[:, :2] - 0.3)
+
+    options = dict(policy="random" if actor is None else "greedy", actor=actor)
+    every = collect_example(module, env_config, **options)
+    later = collect_example(module, env_config, replay_steps=8, **options)
+    np.testing.assert_array_equal(later.actions, every.actions)
+    assert np.abs(every.actions).max() > 0
+    np.testing.assert_allclose(later.representations, every.representations, rtol=1e-4, atol=1e-5)

@@ -30,14 +30,15 @@ def test_the_window_baseline_is_fitted_on_the_agent_probes_train_episodes(monkey
     assert len(train) and len(test) and not set(train) & set(test)
 
     fitted = []
-    fit_predict = windows_module._fit_predict
+    fit_predict_many = windows_module.fit_predict_many
 
-    def spy(x_train, y_train, x_test, *args):
-        train_pred, test_pred = fit_predict(x_train, y_train, x_test, *args)
-        fitted.append((x_train, y_train, x_test, train_pred))
-        return train_pred, test_pred
+    def spy(tasks, regressor):
+        out = fit_predict_many(tasks, regressor)
+        for task, (train_pred, _) in zip(tasks, out, strict=True):
+            fitted.append((task.x_train, task.y_train, task.x_test, train_pred))
+        return out
 
-    monkeypatch.setattr(windows_module, "_fit_predict", spy)
+    monkeypatch.setattr(windows_module, "fit_predict_many", spy)
     table = compare_with_windows(
         agent, inputs, beliefs, ks=[1, 2], seed=3, history=history, regressor=TINY
     )

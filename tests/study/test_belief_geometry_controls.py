@@ -63,11 +63,18 @@ def test_a_memoryless_policy_gives_controls_equal_to_independent_driving():
     settings, layout = _settings(make_env)
     own = controls.data_set("agent_greedy", module, settings, PLAN)
     assert np.all(own.actions == 0.0)
-    driven = controls.actor_rollouts(
-        module, lambda obs, info: np.zeros((obs.shape[0], 2), np.float32), settings, PLAN
-    )
+
+    def zero(obs, info):
+        return np.zeros((obs.shape[0], 2), np.float32)
+
+    # The module reading every step, as it reads its own play (the analysis replays an
+    # actor's play 64 steps per call instead: equal to rounding, below).
+    driven = controls.actor_rollouts(module, zero, settings | {"replay_steps": None}, PLAN)
     np.testing.assert_array_equal(driven.observations, own.observations)
     np.testing.assert_array_equal(driven.targets, own.targets)
+    replayed = controls.actor_rollouts(module, zero, settings, PLAN)
+    np.testing.assert_array_equal(replayed.observations, own.observations)
+    np.testing.assert_allclose(replayed.representations, own.representations, rtol=1e-4, atol=1e-5)
     blocks = [
         controls.controls_on(
             rollouts,

@@ -107,14 +107,15 @@ def probe_checkpoints(
     branch_tokens: np.ndarray | None = None,
     module_id: str | None = None,
     progress: Callable[[str], None] | None = None,
+    steps_per_call: int = 1,
     **options: Any,
 ) -> list[CheckpointProbe]:
     """For each (env_steps, checkpoint) (sorted by env steps): load its module, replay
-    `rollouts` through it and probe the representation for `targets` (default
-    `rollouts.targets`) with `evaluate_probe` under `settings` (or keyword `options`:
-    `seed=`, `ridge=`, `branch_k=`, ...); one settings record gives every checkpoint the
-    same split and resamples. Each checkpoint logs one progress line (`log_checkpoint_probe`;
-    also to `progress`)."""
+    `rollouts` through it (`steps_per_call` as in `replay_observations`) and probe the
+    representation for `targets` (default `rollouts.targets`) with `evaluate_probe` under
+    `settings` (or keyword `options`: `seed=`, `ridge=`, `branch_k=`, ...); one settings
+    record gives every checkpoint the same split and resamples. Each checkpoint logs one
+    progress line (`log_checkpoint_probe`; also to `progress`)."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
     settings = probe_settings(settings, options)
@@ -125,7 +126,11 @@ def probe_checkpoints(
         began = time.perf_counter()
         module = load_module(Path(checkpoint), module_id or DEFAULT_MODULE_ID)
         features = replay_rollouts(
-            module, rollouts, representation=representation, preprocess=preprocess
+            module,
+            rollouts,
+            representation=representation,
+            preprocess=preprocess,
+            steps_per_call=steps_per_call,
         )
         report = evaluate_probe(
             features, y, settings, target_names=target_names, branch_tokens=branch_tokens

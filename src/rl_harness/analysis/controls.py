@@ -28,7 +28,7 @@ caller measured it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -194,6 +194,7 @@ def score_controls(
     incremental: bool = False,
     regressor: WindowRegressor | None = None,
     progress: Progress | None = None,
+    agent: ProbeEvaluation | None = None,
 ) -> ControlScores:
     """The agent (`rollouts.representations`) against its controls, from one collection of
     `rollouts` (see the module docstring). `control_features` are the control module's
@@ -201,9 +202,18 @@ def score_controls(
     visible-token (one-hot) and previous-action parts (the windows read only these, never
     a belief the observation may show); `settings.branch_depth` the depth of both
     branchings; `ks` the window lengths; `incremental` adds the incremental test over the
-    same windows; `regressor` is every window MLP's (default `WindowRegressor()`)."""
+    same windows; `regressor` is every window MLP's (default `WindowRegressor()`). `agent`:
+    the agent's probe already evaluated on these rollouts under `settings` (its permutation
+    nulls aside, which no control reads), used as it is instead of fitted again."""
     if settings.branch_depth is None or settings.branch_depth < 1:
         raise ValueError("score_controls needs settings.branch_depth >= 1 (the branchings)")
+    if agent is not None:
+        unpermuted = replace(agent.settings, n_permutations=0, n_within_permutations=0)
+        if unpermuted != replace(settings, n_permutations=0, n_within_permutations=0):
+            raise ValueError(
+                f"the agent probe given was evaluated under {agent.settings}, not the controls' "
+                f"{settings} (permutation counts aside)"
+            )
     observations = rollouts.observations
     token_part = observations[..., tokens]
     say = progress or (lambda message: None)
@@ -217,7 +227,8 @@ def score_controls(
             branch_tokens=token_part,
         )
 
-    agent = probe(rollouts.representations)
+    if agent is None:
+        agent = probe(rollouts.representations)
     control = probe(control_features)
     observation = probe(observations)
     branching = action_branching(

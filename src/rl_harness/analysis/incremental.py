@@ -47,7 +47,7 @@ from rl_harness.analysis.probes.bootstrap import Estimate, estimates
 from rl_harness.analysis.probes.multiple import bootstrap_p_greater, holm_adjust
 from rl_harness.analysis.probes.paired import HeldOutScores, r2_samples
 from rl_harness.analysis.probes.windows import window_features
-from rl_harness.analysis.windows import DEFAULT_STREAM, WindowRegressor, _fit_predict
+from rl_harness.analysis.windows import DEFAULT_STREAM, FitTask, WindowRegressor, fit_predict_many
 from rl_harness.seeding import stream_seed
 
 if TYPE_CHECKING:
@@ -262,22 +262,40 @@ def incremental_r2(
     regressor = regressor or WindowRegressor()
     stream = tuple(stream)
     features = {"agent": representation} | ({} if control is None else {"control": control})
-    rows = []
-    for k in ks:
-        rows.append(
-            _row(
-                int(k),
-                window_features(np.asarray(inputs, dtype=np.float64), k, history),
-                np.asarray(targets, dtype=np.float64),
-                features,
-                agent=agent,
-                common=common,
-                regressor=regressor,
-                seed=seed,
-                stream=stream,
-                n_folds=n_folds,
+    y = np.asarray(targets, dtype=np.float64)
+    inputs = np.asarray(inputs, dtype=np.float64)
+    train, test = agent.train_episodes, agent.test_episodes
+    # Every fit of every k is set up first and all are trained together (fit_predict_many:
+    # each model its own fit, to float rounding), then each row is scored from its fits.
+    tasks: list[FitTask] = []
+    plans = []
+    for k in map(int, ks):
+        window = window_features(inputs, k, history)
+        where = (y, train, test, seed, stream, k)
+        tasks.append(_fit_task(window, np.zeros((*y.shape[:2], 0)), *where, "window"))
+        slots = {"window": len(tasks) - 1}
+        columns: dict[str, int] = {}
+        for name, values in features.items():
+            extra, columns[name] = window_residual_readout(
+                values, window, y, train=train, ridge=agent.settings.ridge, n_folds=n_folds
             )
+            if columns[name] == 0:  # nothing beyond the window: (b) is (a) itself
+                slots[name] = slots["window"]
+            else:
+                tasks.append(_fit_task(window, extra, *where, name))
+                slots[name] = len(tasks) - 1
+        plans.append((k, int(window.shape[-1]), columns, slots))
+    if progress is not None:
+        progress(
+            f"incremental R²: {len(tasks)} window MLPs (k = {plans[0][0]}..{plans[-1][0]}, "
+            "alone and with read-outs) trained together"
         )
+    fitted = [pred for _, pred in fit_predict_many(tasks, regressor)]
+    held_shape = y[test].shape
+    rows = []
+    for k, n_inputs, columns, slots in plans:
+        predictions = {name: fitted[index].reshape(held_shape) for name, index in slots.items()}
+        rows.append(_row(k, n_inputs, y, predictions, columns, agent=agent, common=common))
         if progress is not None:
             a, increment = rows[-1].window.r2_pooled, rows[-1].agent_increment.r2_pooled
             progress(
@@ -288,54 +306,52 @@ def incremental_r2(
     return IncrementalR2(rows, regressor, seed, list(stream), ridge, int(n_folds))
 
 
+def _fit_task(
+    window: np.ndarray,
+    extra: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    seed: int,
+    stream: tuple[str, ...],
+    k: int,
+    name: str,
+) -> FitTask:
+    """The fit of window k plus `extra` columns (the read-out named `name`; none: (a)), on the
+    windows' streams: (a)'s initial weights and minibatches, the extra columns' own draws."""
+    x = np.concatenate([window, extra], axis=-1)
+    return FitTask(
+        x[train].reshape(-1, x.shape[-1]),
+        y[train].reshape(-1, y.shape[-1]),
+        x[test].reshape(-1, x.shape[-1]),
+        stream_seed(seed, *stream, f"k{k}", "init"),
+        stream_seed(seed, *stream, f"k{k}", "batches"),
+        n_extra=extra.shape[-1],
+        extra_seed=stream_seed(seed, *stream, f"k{k}", name, "extra"),
+    )
+
+
 def _row(
     k: int,
-    window: np.ndarray,
+    n_inputs: int,
     y: np.ndarray,
-    features: Mapping[str, np.ndarray],
+    predictions: Mapping[str, np.ndarray],
+    columns: Mapping[str, int],
     *,
     agent: ProbeEvaluation,
     common: Mapping[str, Any],
-    regressor: WindowRegressor,
-    seed: int,
-    stream: tuple[str, ...],
-    n_folds: int,
 ) -> IncrementalRow:
-    """One k of `incremental_r2`: the fits (a), (b), (c) on window k and their scores."""
+    """One k of `incremental_r2`: the scores of its fits' held-out `predictions` {window,
+    agent, control}."""
     weights, include = common["weights"], common["include"]
     within, confidence = common["branchings"], common["confidence"]
-    train, test = agent.train_episodes, agent.test_episodes
-    held_out = y[test]
+    held_out = y[agent.test_episodes]
     n = int(np.asarray(weights).shape[0])
-    init = stream_seed(seed, *stream, f"k{k}", "init")
-    batches = stream_seed(seed, *stream, f"k{k}", "batches")
-
-    def fit(extra: np.ndarray, name: str) -> np.ndarray:
-        x = np.concatenate([window, extra], axis=-1)
-        _, test_pred = _fit_predict(
-            x[train].reshape(-1, x.shape[-1]),
-            y[train].reshape(-1, y.shape[-1]),
-            x[test].reshape(-1, x.shape[-1]),
-            regressor,
-            init,
-            batches,
-            n_extra=extra.shape[-1],
-            extra_seed=stream_seed(seed, *stream, f"k{k}", name, "extra"),
-        )
-        return test_pred.reshape(held_out.shape)
 
     def sampled(pred: np.ndarray) -> dict[str | None, tuple[float, np.ndarray]]:
         return r2_samples(held_out, pred, weights=weights, branchings=within, include=include)
 
-    window_pred = fit(np.zeros((*y.shape[:2], 0)), "window")
-    samples = {"window": sampled(window_pred)}
-    columns: dict[str, int] = {}
-    for name, values in features.items():
-        extra, columns[name] = window_residual_readout(
-            values, window, y, train=train, ridge=agent.settings.ridge, n_folds=n_folds
-        )
-        # Nothing beyond the window: (b) is (a) itself (same inputs, weights, batches).
-        samples[name] = sampled(window_pred if columns[name] == 0 else fit(extra, name))
+    samples = {name: sampled(pred) for name, pred in predictions.items()}
     samples["agent_increment"] = _minus(samples["agent"], samples["window"])
     if "control" in samples:
         samples["control_increment"] = _minus(samples["control"], samples["window"])
@@ -353,7 +369,7 @@ def _row(
         control_increment=scored("control_increment"),
         agent_minus_control=scored("agent_minus_control"),
         p_values={q: _p_values(samples[q]) for q in TESTED if q in samples},
-        n_inputs=int(window.shape[-1]),
+        n_inputs=n_inputs,
         agent_residual_columns=columns["agent"],
         control_residual_columns=columns.get("control"),
     )

@@ -12,6 +12,9 @@ distribution classes, STATE_IN / STATE_OUT. What each analysis reads on top of t
   time axis; the default extractor prefers it to `encode` when the module is stateful.
 - `ResidualStreamAPI.encode_step_residuals(batch)`: every named residual of one step
   (`probe_layers`, `replay_rollouts_named`, `residual_representations`).
+- `SequenceResidualAPI.encode_sequence_residuals(batch)`: a stateful module reading T steps
+  in one call (every residual and the state after them): replays of many steps
+  (`replay_rollouts(..., steps_per_call=T)`), equal to T single steps up to float rounding.
 - `PolicyHeadsAPI.forward_heads(representation)`: the policy and value heads from a given
   representation (every intervention).
 - `ResidualEditAPI.encode_step_edited(batch, layer, edit)` (and `encode_step_residuals`):
@@ -45,6 +48,7 @@ __all__ = [
     "PrevActionInputAPI",
     "ResidualEditAPI",
     "ResidualStreamAPI",
+    "SequenceResidualAPI",
     "StepEncoderAPI",
     "missing_methods",
     "require_api",
@@ -80,6 +84,19 @@ class ResidualStreamAPI(Protocol):
         """({name: (N, d)}, state out) for one step: a stateful module reads it without a
         time axis (as `encode_step`), a stateless one the batch `encode` takes (state out
         {}). Names: "embed", "block_1".."block_L", "final_norm" (what the heads read)."""
+        ...
+
+
+@runtime_checkable
+class SequenceResidualAPI(Protocol):
+    """A stateful module that reads many steps in one call (a replay's fast path)."""
+
+    def encode_sequence_residuals(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], Any]:
+        """T steps at once: obs (N, T, *obs_shape), STATE_IN the state before the first ->
+        ({name: (N, T, d)} named as `encode_step_residuals` names them, the state after the
+        last step): T calls of `encode_step_residuals` in one, equal up to float rounding."""
         ...
 
 

@@ -30,8 +30,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rl_harness.analysis.module_api import ResidualStreamAPI, require_api
+from rl_harness.analysis.module_api import (
+    ResidualStreamAPI,
+    SequenceResidualAPI,
+    prev_action_width,
+    require_api,
+)
 from rl_harness.analysis.rollouts import (
+    OBS,
+    PREV_ACTIONS,
+    STATE_IN,
     ModuleStepper,
     RepresentationExtractor,
     Rollouts,
@@ -78,6 +86,64 @@ def _check_resets(resets: np.ndarray | None, shape: tuple[int, int]) -> np.ndarr
     return out
 
 
+def _reads_sequences(
+    module: RLModule,
+    representation: RepresentationExtractor,
+    preprocess: Preprocess | None,
+    starts: np.ndarray,
+) -> bool:
+    """Whether a replay can read many steps per call: a stateful module with
+    `encode_sequence_residuals`, read through a default extractor (the representation
+    `encode_step` gives is the "final_norm" residual), observations as recorded, and no
+    episode starting inside a row."""
+    return (
+        representation in (encode_representation, residual_representations)
+        and preprocess is None
+        and module.is_stateful()
+        and isinstance(module, SequenceResidualAPI)
+        and not starts[:, 1:].any()
+    )
+
+
+def _replay_sequences(
+    module: RLModule,
+    obs: np.ndarray,
+    representation: RepresentationExtractor,
+    size: int,
+    steps_per_call: int,
+    actions: np.ndarray | None,
+) -> dict[str, np.ndarray] | np.ndarray:
+    """`_replay` reading `steps_per_call` steps per module call (SequenceResidualAPI), the
+    state carried between calls: one call per chunk of steps instead of one per step. A
+    module reading the previous action gets, at each step, the action of the step before
+    (zeros at a row's first step), as `ModuleStepper` feeds it one step at a time."""
+    named = representation is residual_representations
+    chunks: list[Any] = []
+    with eval_mode(module), torch.inference_mode():
+        for first in range(0, obs.shape[0], size):
+            part = obs[first : first + size]
+            stepper = ModuleStepper(module, part.shape[0])  # the device and initial state
+            prev = None
+            if stepper.prev_width:
+                assert actions is not None  # _reads_sequences: stepping raises without them
+                taken = stepper.action_columns(np.asarray(actions)[first : first + size])
+                taken = taken.reshape(*part.shape[:2], stepper.prev_width)
+                prev = torch.zeros_like(taken)
+                prev[:, 1:] = taken[:, :-1]
+            state, pieces = stepper.state, []
+            for t in range(0, part.shape[1], steps_per_call):
+                window = np.ascontiguousarray(part[:, t : t + steps_per_call])
+                batch = {OBS: torch.as_tensor(window, device=stepper.device), STATE_IN: state}
+                if prev is not None:
+                    batch[PREV_ACTIONS] = prev[:, t : t + steps_per_call].contiguous()
+                residuals, state = module.encode_sequence_residuals(batch)  # type: ignore[attr-defined]
+                wanted = residuals if named else {"final_norm": residuals["final_norm"]}
+                pieces.append({k: v.float().cpu().numpy() for k, v in wanted.items()})
+            chunks.append({k: np.concatenate([p[k] for p in pieces], axis=1) for k in pieces[0]})
+    out = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+    return out if named else out["final_norm"]
+
+
 def _replay(
     module: RLModule,
     observations: np.ndarray,
@@ -85,6 +151,7 @@ def _replay(
     representation: RepresentationExtractor,
     preprocess: Preprocess | None,
     batch_size: int | None,
+    steps_per_call: int = 1,
     actions: np.ndarray | None = None,
 ) -> dict[str, np.ndarray] | np.ndarray:
     obs = np.asarray(observations)
@@ -101,6 +168,15 @@ def _replay(
     size = rows if batch_size is None else batch_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(steps_per_call, bool) or not isinstance(steps_per_call, int):
+        raise ValueError(f"steps_per_call must be a positive int, got {steps_per_call!r}")
+    if steps_per_call < 1:
+        raise ValueError(f"steps_per_call must be a positive int, got {steps_per_call!r}")
+    # Without the actions, a module reading the previous action is stepped, which refuses
+    # (one line) at its second step rather than feed it zeros.
+    fed = actions is not None or prev_action_width(module) == 0
+    if steps_per_call > 1 and fed and _reads_sequences(module, representation, preprocess, starts):
+        return _replay_sequences(module, obs, representation, size, steps_per_call, actions)
     chunks: list[Any] = []
     with eval_mode(module):
         for first in range(0, rows, size):
@@ -134,6 +210,7 @@ def replay_observations(
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
     actions: np.ndarray | None = None,
 ) -> np.ndarray:
     """(n_sequences, T, d) representations of `module` reading (n_sequences, T, *obs_shape)
@@ -144,8 +221,24 @@ def replay_observations(
     stepped `batch_size` at a time (default: all together). `actions` (n_sequences, T, ...):
     the action taken after each step, which a module that reads the previous action
     (`PrevActionInputAPI`) needs (it refuses to step without them).
+
+    `steps_per_call` > 1: a stateful module with `encode_sequence_residuals`
+    (`SequenceResidualAPI`) read through a default extractor, without `preprocess` or resets
+    inside a row, reads that many steps per call (the state carried between calls, and the
+    previous actions shifted in as stepping feeds them): the same computation in far fewer,
+    larger calls, equal to stepping up to float rounding (not bit for bit). Any other case is
+    stepped one step at a time as with 1.
     """
-    out = _replay(module, observations, resets, representation, preprocess, batch_size, actions)
+    out = _replay(
+        module,
+        observations,
+        resets,
+        representation,
+        preprocess,
+        batch_size,
+        steps_per_call,
+        actions,
+    )
     if isinstance(out, dict):
         raise TypeError(
             "the representation extractor returned a mapping: use replay_named_representations"
@@ -161,10 +254,21 @@ def replay_named_representations(
     representation: RepresentationExtractor = residual_representations,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
+    actions: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """{name: (n_sequences, T, d)} from an extractor returning a mapping (default: every
     residual, `residual_representations`); otherwise as `replay_observations`."""
-    out = _replay(module, observations, resets, representation, preprocess, batch_size)
+    out = _replay(
+        module,
+        observations,
+        resets,
+        representation,
+        preprocess,
+        batch_size,
+        steps_per_call,
+        actions,
+    )
     if not isinstance(out, dict):
         raise TypeError("the representation extractor returned one tensor: use replay_observations")
     return out
@@ -197,10 +301,12 @@ def replay_rollouts(
     representation: RepresentationExtractor = encode_representation,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> np.ndarray:
     """`module`'s (E, T, d) representations on exactly the observations of `rollouts` (warm-up
     steps read but not returned), aligned with `rollouts.targets`. `preprocess` must be the
-    one the rollouts used; `batch_size` defaults to the rollouts' `num_envs`."""
+    one the rollouts used; `batch_size` defaults to the rollouts' `num_envs`;
+    `steps_per_call` as in `replay_observations`."""
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
     features = replay_observations(
@@ -210,6 +316,7 @@ def replay_rollouts(
         preprocess=preprocess,
         batch_size=size,
         actions=rollout_actions(rollouts),
+        steps_per_call=steps_per_call,
     )
     return features[:, warmup:]
 
@@ -221,14 +328,18 @@ def replay_rollouts_named(
     representation: RepresentationExtractor = residual_representations,
     preprocess: Preprocess | None = None,
     batch_size: int | None = None,
+    steps_per_call: int = 1,
 ) -> dict[str, np.ndarray]:
     """`replay_rollouts` for a mapping extractor: {name: (E, T, d)} from one pass."""
     observations, warmup = rollout_observations(rollouts)
     size = rollouts.num_envs if batch_size is None else batch_size
-    out = _replay(
-        module, observations, None, representation, preprocess, size, rollout_actions(rollouts)
+    named = replay_named_representations(
+        module,
+        observations,
+        representation=representation,
+        preprocess=preprocess,
+        batch_size=size,
+        steps_per_call=steps_per_call,
+        actions=rollout_actions(rollouts),
     )
-    if not isinstance(out, dict):
-        raise TypeError("the representation extractor returned one tensor: use replay_rollouts")
-    named = out
     return {name: values[:, warmup:] for name, values in named.items()}

@@ -50,6 +50,7 @@ import torch
 
 from rl_harness.analysis.module_api import (
     EncoderAPI,
+    PolicyHeadsAPI,
     StepEncoderAPI,
     prev_action_width,
     require_api,
@@ -303,6 +304,17 @@ class ModuleStepper:
         self.prev_width = prev_action_width(module)
         self.prev_actions = torch.zeros(self.num_envs, self.prev_width, device=self.device)
         self._actions_noted = True  # nothing to note before the first step
+        # Actions from the heads on the step's own representation, without a second pass
+        # through the trunk: `encode_step` gives the representation and state
+        # `forward_inference` computes, and `forward_heads` of it the module's own outputs
+        # (module_api's contracts), the inputs of both action distributions (RLlib's
+        # `_forward_exploration` and `_forward_inference` are its `_forward`).
+        self.heads_read_features = (
+            self.stateful
+            and representation is encode_representation
+            and isinstance(module, StepEncoderAPI)
+            and isinstance(module, PolicyHeadsAPI)
+        )
 
     def note_actions(self, actions: np.ndarray) -> None:
         """The actions taken after the last step (N, ...): the next step's `prev_actions`
@@ -310,13 +322,18 @@ class ModuleStepper:
         self._actions_noted = True
         if self.prev_width == 0:
             return
+        self.prev_actions = self.action_columns(actions).reshape(self.num_envs, self.prev_width)
+
+    def action_columns(self, actions: np.ndarray) -> torch.Tensor:
+        """Actions (N, ...) or (N, T, ...) as the `prev_actions` floats the connectors write:
+        (..., prev_width), Discrete codes one-hot encoded."""
         import gymnasium as gym
 
         values = torch.as_tensor(np.asarray(actions), device=self.device)
         if isinstance(self.module.action_space, gym.spaces.Discrete):
             start = int(self.module.action_space.start)
             values = torch.nn.functional.one_hot(values.long() - start, self.prev_width)
-        self.prev_actions = values.reshape(self.num_envs, self.prev_width).float()
+        return values.float()
 
     def initial_state(self) -> Any:
         def tile(value: Any) -> torch.Tensor:
@@ -402,7 +419,13 @@ class ModuleStepper:
         with torch.inference_mode():
             read = self.representation(self.module, batch)
             features, state_out = read if isinstance(read, tuple) else (read, None)
-            if act or (self.stateful and state_out is None):
+            if act and self.heads_read_features and state_out is not None:
+                inputs, _ = self.module.forward_heads(features)  # type: ignore[attr-defined]
+                dist = self.dist_class.from_logits(inputs)
+                if not self.explore:
+                    dist = dist.to_deterministic()
+                actions = dist.sample().cpu().numpy()
+            elif act or (self.stateful and state_out is None):
                 out = (
                     self.module.forward_exploration(batch)
                     if self.explore
@@ -455,9 +478,16 @@ def _collect_batch(
     action_rng: np.random.Generator,
     actor: Actor | None,
     side: Mapping[str, TargetExtractor],
+    replay_steps: int | None,
 ) -> tuple[Any, ...]:
     n = len(seeds)
     stepper = ModuleStepper(module, n, representation=representation, policy=policy)
+    # An actor or random play chooses the actions: the module only reads, every step (no
+    # action pass), or with `replay_steps` afterwards, replaying what was played.
+    reads_only = actor is not None or policy == "random"
+    read_later = reads_only and replay_steps is not None
+    played: list[np.ndarray] = []
+    played_actions: list[np.ndarray] = []
     obs, info = env.reset(seed=seeds)
     observations, features, targets, actions, rewards = [], [], [], [], []
     warmup: list[np.ndarray] = []
@@ -465,8 +495,15 @@ def _collect_batch(
     side_values: dict[str, list[np.ndarray]] = {name: [] for name in side}
     total = warmup_steps + episode_steps
     for t in range(total):
-        action, feature = stepper.step(preprocess(obs) if preprocess else obs)
-        if not isinstance(feature, np.ndarray):
+        module_obs = preprocess(obs) if preprocess else obs
+        if read_later:
+            action, feature = None, None
+            played.append(np.asarray(obs))
+        elif reads_only:
+            action, feature = None, stepper.read(module_obs)
+        else:
+            action, feature = stepper.step(module_obs)
+        if feature is not None and not isinstance(feature, np.ndarray):
             raise TypeError(
                 "collect_rollouts records one representation per step: the extractor returned "
                 "a mapping (replay the rollouts with replay_named_representations instead)"
@@ -480,6 +517,8 @@ def _collect_batch(
         # The previous action a module reads is the one RLlib's episode stores: the module's
         # own sample (before `action_transform`), or what an actor or random play executed.
         stepper.note_actions(action)
+        if read_later:
+            played_actions.append(np.asarray(action))
         if actor is None and policy != "random" and action_transform is not None:
             action = np.asarray(action_transform(action))
         if t < warmup_steps:
@@ -500,6 +539,18 @@ def _collect_batch(
                 f"an episode ended after {t + 1} steps, before warmup_steps + episode_steps = "
                 f"{total}; collect at most as many steps as the shortest episode"
             )
+    if read_later:
+        from rl_harness.analysis.replay import replay_observations
+
+        replayed = replay_observations(
+            module,
+            np.stack(played, axis=1),
+            representation=representation,
+            preprocess=preprocess,
+            steps_per_call=int(replay_steps or 1),
+            actions=np.stack(played_actions, axis=1),
+        )
+        features = list(replayed[:, warmup_steps:].swapaxes(0, 1))
     parts = (observations, features, targets, actions, rewards)
     first = np.asarray(observations[0])
     history = (
@@ -539,6 +590,7 @@ def collect_rollouts(
     stream: Sequence[str] = DEFAULT_STREAM,
     actor: Actor | None = None,
     side: Mapping[str, TargetExtractor] | None = None,
+    replay_steps: int | None = None,
 ) -> Rollouts:
     """Play `n_episodes` episodes, `num_envs` at a time; record `episode_steps` steps of each
     after `warmup_steps` steps that are played (state carried) but not recorded.
@@ -553,6 +605,13 @@ def collect_rollouts(
     `side` {name: extractor of the info, as `target`}: arrays recorded at the same steps as
     the targets but not probed (`Rollouts.side[name]`, (n_episodes, T, k)), e.g.
     `{"state": info_target("state")}` for read-outs by hidden state.
+
+    `replay_steps`: when the module only reads (an actor, or `policy="random"`), play the
+    episodes without stepping it and read its representations afterwards, replaying what was
+    played (observations and actions, so a module reading the previous action reads what it
+    would have read stepping) `replay_steps` steps per call (`replay_observations(...,
+    steps_per_call=)`: equal to reading each step up to float rounding, and much faster for a
+    module with `encode_sequence_residuals`). Ignored when the module chooses the actions.
     """
     for name, value in (("n_episodes", n_episodes), ("episode_steps", episode_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -563,6 +622,10 @@ def collect_rollouts(
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if replay_steps is not None and (
+        isinstance(replay_steps, bool) or not isinstance(replay_steps, int) or replay_steps < 1
+    ):
+        raise ValueError(f"replay_steps must be a positive int or None, got {replay_steps!r}")
     if actor is not None and policy != "greedy":
         raise ValueError(f"an actor chooses the actions: leave policy 'greedy', got {policy!r}")
     stream = tuple(stream)
@@ -590,6 +653,7 @@ def collect_rollouts(
                         action_rng,
                         actor,
                         dict(side or {}),
+                        replay_steps,
                     )
                 )
             finally:

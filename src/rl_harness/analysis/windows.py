@@ -66,6 +66,125 @@ class WindowFit:
     n_inputs: int
 
 
+@dataclass(frozen=True)
+class FitTask:
+    """One MLP fit of `fit_predict_many`: its data and its seeds (see `_fit_predict`)."""
+
+    x_train: np.ndarray  # (n, m) inputs of the train steps
+    y_train: np.ndarray  # (n, t) targets of the train steps
+    x_test: np.ndarray  # (n_test, m) inputs to predict (as many rows in every task)
+    init_seed: int
+    batch_seed: int
+    n_extra: int = 0
+    extra_seed: int | None = None
+
+
+def _initial_weights(
+    width: int, n_out: int, regressor: WindowRegressor, task: FitTask
+) -> list[tuple[Any, Any]]:
+    """[(weight (out, in), bias (out,))] per layer: the draws torch.nn.Linear makes, in the
+    order the per-model network built them (seeded by `task.init_seed`), the extra columns'
+    first-layer weights from `task.extra_seed` at the base fan-in's scale."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(task.init_seed)
+        layers = []
+        fan_in = width - task.n_extra
+        for hidden in regressor.hidden:
+            layers.append(torch.nn.Linear(fan_in, hidden))
+            fan_in = hidden
+        layers.append(torch.nn.Linear(fan_in, n_out))
+    out = [(layer.weight.detach().clone(), layer.bias.detach().clone()) for layer in layers]
+    if task.n_extra:
+        first, bias = out[0]
+        bound = 1.0 / np.sqrt(first.shape[1])  # PyTorch's default scale, the base's fan-in
+        extra = torch.empty(first.shape[0], task.n_extra)
+        extra.uniform_(-bound, bound, generator=torch.Generator().manual_seed(task.extra_seed))
+        out[0] = (torch.cat([first, extra], dim=1), bias)
+    return out
+
+
+def fit_predict_many(
+    tasks: Sequence[FitTask], regressor: WindowRegressor
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(train predictions, test predictions)] of one MLP per task, all trained together.
+
+    Each model's maths is its own fit's: its inputs standardized on its train steps, its
+    targets centred, its initial weights (`_initial_weights`), its minibatch order (from its
+    `batch_seed`), Adam with a cosine decay over the same steps. One optimizer loop steps
+    them all: each model's first layer reads its own inputs (any width), the layers after it
+    are stacked (weights (M, out, in), batched matrix products), and the loss is the sum of
+    the models' own mean squared errors, so each model's gradient is its own fit's (Adam is
+    elementwise). A model's numbers do not depend on which others share its loop; they equal
+    fitting it with torch.nn.Linear layers up to float rounding (the batched kernels sum in
+    another order). Every task needs the same number of train steps."""
+    import torch
+
+    if not tasks:
+        return []
+    rows = {task.x_train.shape[0] for task in tasks}
+    if len(rows) != 1:
+        raise ValueError(f"the fits trained together need equal train steps, got {sorted(rows)}")
+    n = rows.pop()
+    n_out = tasks[0].y_train.shape[1]
+    if any(task.y_train.shape != (n, n_out) for task in tasks):
+        raise ValueError("the fits trained together need (n, n_targets) targets alike")
+    if len({task.x_test.shape[0] for task in tasks}) != 1:
+        raise ValueError("the fits trained together need equal test steps")
+
+    def tensor(values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32)
+
+    moments = []
+    for task in tasks:
+        scale = task.x_train.std(axis=0)
+        # Constant inputs (e.g. always-present flags) keep a scale of 1.
+        moments.append((task.x_train.mean(axis=0), np.where(scale > 0, scale, 1.0)))
+    y_means = [task.y_train.mean(axis=0) for task in tasks]
+    xs = [tensor((t.x_train - m) / s) for t, (m, s) in zip(tasks, moments, strict=True)]
+    ys = torch.stack([tensor(t.y_train - m) for t, m in zip(tasks, y_means, strict=True)])
+    initial = [_initial_weights(t.x_train.shape[1], n_out, regressor, t) for t in tasks]
+    # The first layer per model (its own width); the layers after it stacked.
+    first = [(model[0][0].requires_grad_(), model[0][1].requires_grad_()) for model in initial]
+    stacked = []
+    for layer in range(1, len(regressor.hidden) + 1):
+        stacked.append(torch.stack([model[layer][0] for model in initial]).requires_grad_())
+        stacked.append(torch.stack([model[layer][1] for model in initial]).requires_grad_())
+
+    def forward(inputs: Sequence[torch.Tensor]) -> torch.Tensor:  # M x (B, w_m) -> (M, B, out)
+        x = torch.stack([torch.addmm(b, x, w.t()) for x, (w, b) in zip(inputs, first, strict=True)])
+        for layer in range(0, len(stacked), 2):
+            x = torch.nn.functional.gelu(x)
+            weight, bias = stacked[layer], stacked[layer + 1]
+            x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+        return x
+
+    batch = min(regressor.batch_size, n)
+    per_epoch = max(1, n // batch)
+    params = [p for pair in first for p in pair] + stacked
+    optimizer = torch.optim.Adam(params, lr=regressor.learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, regressor.epochs * per_epoch)
+    generators = [torch.Generator().manual_seed(task.batch_seed) for task in tasks]
+    models = torch.arange(len(tasks))[:, None]
+    for _ in range(regressor.epochs):
+        orders = torch.stack([torch.randperm(n, generator=g) for g in generators])
+        for step in range(per_epoch):
+            picked = orders[:, step * batch : (step + 1) * batch]  # (M, B): each its own rows
+            inputs = [x[rows] for x, rows in zip(xs, picked, strict=True)]
+            error = forward(inputs) - ys[models, picked]
+            loss = (error**2).mean(dim=(1, 2)).sum()  # each model's own mean, summed
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    with torch.inference_mode():
+        train_pred = forward(xs).double().numpy()
+        tests = [tensor((t.x_test - m) / s) for t, (m, s) in zip(tasks, moments, strict=True)]
+        test_pred = forward(tests).double().numpy()
+    return [(train_pred[i] + y_means[i], test_pred[i] + y_means[i]) for i in range(len(tasks))]
+
+
 def _fit_predict(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -82,56 +201,10 @@ def _fit_predict(
     initialised exactly as the base fit on the other columns (same `init_seed`, same draws),
     the extra columns' first-layer weights drawn at the same scale from `extra_seed`, and
     the minibatch order is the base fit's. So a fit with extra inputs differs from the base
-    fit only through what the extra columns carry (incremental R², `incremental.py`)."""
-    import torch
-
-    mean = x_train.mean(axis=0)
-    scale = x_train.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)  # constant inputs (e.g. always-present flags)
-    y_mean = y_train.mean(axis=0)
-
-    def tensor(values: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(values, dtype=torch.float32)
-
-    xs, ys = tensor((x_train - mean) / scale), tensor(y_train - y_mean)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(init_seed)
-        layers: list[torch.nn.Module] = []
-        # The base fit's layers (the extra columns join the first layer below).
-        width = xs.shape[1] - n_extra
-        for hidden in regressor.hidden:
-            layers += [torch.nn.Linear(width, hidden), torch.nn.GELU()]
-            width = hidden
-        net = torch.nn.Sequential(*layers, torch.nn.Linear(width, ys.shape[1]))
-        if n_extra:  # (inside fork_rng: building the layer draws from the global stream)
-            base = net[0]
-            first = torch.nn.Linear(base.in_features + n_extra, base.out_features)
-            bound = 1.0 / np.sqrt(base.in_features)  # PyTorch's default scale, base's fan-in
-            extra = torch.empty(base.out_features, n_extra)
-            extra.uniform_(-bound, bound, generator=torch.Generator().manual_seed(extra_seed))
-            with torch.no_grad():
-                first.weight.copy_(torch.cat([base.weight, extra], dim=1))
-                first.bias.copy_(base.bias)
-            net[0] = first
-    n = xs.shape[0]
-    batch = min(regressor.batch_size, n)
-    per_epoch = max(1, n // batch)
-    optimizer = torch.optim.Adam(net.parameters(), lr=regressor.learning_rate)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, regressor.epochs * per_epoch)
-    generator = torch.Generator().manual_seed(batch_seed)
-    for _ in range(regressor.epochs):
-        order = torch.randperm(n, generator=generator)
-        for step in range(per_epoch):
-            rows = order[step * batch : (step + 1) * batch]
-            loss = ((net(xs[rows]) - ys[rows]) ** 2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-    with torch.inference_mode():
-        train_pred = net(xs).double().numpy() + y_mean
-        test_pred = net(tensor((x_test - mean) / scale)).double().numpy() + y_mean
-    return train_pred, test_pred
+    fit only through what the extra columns carry (incremental R², `incremental.py`). One
+    model of `fit_predict_many`."""
+    task = FitTask(x_train, y_train, x_test, init_seed, batch_seed, n_extra, extra_seed)
+    return fit_predict_many([task], regressor)[0]
 
 
 def fit_window_baselines(
@@ -157,25 +230,32 @@ def fit_window_baselines(
         raise ValueError(f"sequence {seq.shape} and targets {y.shape} must be (E, T, .) alike")
     train, test = np.asarray(train), np.asarray(test)
     stream = tuple(stream)
-    fits = []
     n_targets = y.shape[2]
-    for k in ks:
-        features = window_features(seq, k, history)
-        width = features.shape[2]
-        train_pred, test_pred = _fit_predict(
-            features[train].reshape(-1, width),
-            y[train].reshape(-1, n_targets),
-            features[test].reshape(-1, width),
-            regressor,
+    y_train = y[train].reshape(-1, n_targets)
+    features = [(int(k), window_features(seq, int(k), history)) for k in ks]
+    tasks = [
+        FitTask(
+            values[train].reshape(-1, values.shape[2]),
+            y_train,
+            values[test].reshape(-1, values.shape[2]),
             stream_seed(seed, *stream, f"k{k}", "init"),
             stream_seed(seed, *stream, f"k{k}", "batches"),
         )
-        y_train = y[train].reshape(-1, n_targets)
-        sst = ((y_train - y_train.mean(axis=0)) ** 2).sum()
+        for k, values in features
+    ]
+    if progress is not None:
+        names = ", ".join(str(k) for k, _ in features)
+        progress(f"window baselines k = {names}: {len(tasks)} MLPs trained together")
+    sst = ((y_train - y_train.mean(axis=0)) ** 2).sum()
+    fits = []
+    for (k, values), (train_pred, test_pred) in zip(
+        features, fit_predict_many(tasks, regressor), strict=True
+    ):
+        width = values.shape[2]
         train_r2 = float(1.0 - ((y_train - train_pred) ** 2).sum() / sst) if sst > 0 else np.nan
         fits.append(
             WindowFit(
-                k=int(k),
+                k=k,
                 test_predictions=test_pred.reshape(len(test), y.shape[1], n_targets),
                 train_r2_pooled=train_r2,
                 n_inputs=width,

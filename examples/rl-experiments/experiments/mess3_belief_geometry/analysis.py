@@ -36,12 +36,17 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       history_worth {global, tokens_2, tokens_actions_2: {window_reaches_agent_at_k,
                       agent_not_above_window_at_k}} (None: no window up to K does), regressor,
                       seed, stream
+    incremental_r2    memory beyond a window (incremental.py: its docstring has the schema):
+                      per k, R² of the window alone, with the agent's and with the untrained
+                      module's read-out, b - a and b - c with intervals and Holm p
     layers            [{name: embed | block_1.. | final_norm, n_features, r2_pooled,
                       within_branch_r2_pooled}]
     training          {n_episodes, data, checkpoints [{env_steps, checkpoint, r2_pooled,
                       within_branch_r2_pooled}], figure} or {checkpoints: [], skipped}
     return_per_step, solver_values, fraction_of_belief_mdp, learning_curve_references,
-    analysis_wall_time_s
+    analysis_wall_time_s (= timings.total_s)
+    timings           {stages_s: {stage: seconds}, in order (STAGES), total_s, torch_threads,
+                      stages: {stage: what it does}}; result.json: analysis_timings (stages_s)
     action_branching  what the tokens_actions_2 bins are and did (controls.action_branching):
                       n_bins_per_action_coordinate, bins_used_per_coordinate, n_branches
                       {tokens_2, tokens_actions_2}, branches_added_by_actions, held_out
@@ -49,23 +54,28 @@ tokens_actions_2}, n_bootstrap, confidence}.
                       steps_in_branches_with_min_members}}
     controls_by_data  every control also on data the agent did not choose (controls.py: its
                       docstring has the schema): agent_greedy, belief_mdp, random blocks
-    incremental_r2    memory beyond a window (incremental.py: its docstring has the schema):
-                      per k, R² of the window alone, with the agent's and with the untrained
-                      module's read-out, b - a and b - c with intervals and Holm p
     interventions     (leaves that run them) the headline of interventions.json: {file,
                       <layer>: {<counterfactual>: {agent, agent_random, untrained,
                       agent_correlation}}}, fractions of the optimal action shift
 
-The modules below this one (task, spec, probing, controls, yardstick, interventions) never
-import it.
+The analysis runs in stages (STAGES), each announced on the console when it starts and
+when it ends (with its seconds). Every data set is collected once, all its episodes stepped
+as one batch (greedy, sampled, belief-MDP- and random-driven), every replay done once (the
+untrained control on each data set, the agent's residuals on its greedy rollouts), and each
+later stage reads them: the controls, the yardstick and the interventions collect none of
+their own. The controls on the agent's greedy data are computed once (one call of the
+library's `score_controls`, reading the agent probe with its nulls): the `controls`,
+`scores`, `differences`, `windows` and `action_branching` blocks and
+`controls_by_data.agent_greedy` are views of that one result. The modules below this one
+(task, spec, probing, controls, incremental, yardstick, interventions) never import it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,24 +100,44 @@ from rl_harness.analysis import (
     Rollouts,
     RunArtifacts,
     collect_rollouts,
-    compare_with_windows,
     evaluate_probe,
-    held_out_scores,
     load_module,
-    paired_difference,
     plot_belief_simplex,
     plot_probe_over_training,
     probe_checkpoints,
-    probe_layers,
     replay_rollouts,
+    replay_rollouts_named,
     run_checkpoints,
 )
+from rl_harness.analysis.layer_probes import probe_named
 from rl_harness.seeding import stream_seed
 
 PROBE_SCHEMA_VERSION = 2  # probe_metrics.json; 2: controls on the agent's data, windows, nulls
 
 # The learning curve.
 STEPS_KEY = ENV_STEPS_KEY
+# The analysis' stages in order (probe_metrics.json `timings`: seconds of each).
+STAGES = {
+    "load": "the final checkpoint's module and the untrained control built",
+    "rollouts": "greedy, sampled, belief-MDP- and random-driven rollouts, all episodes of "
+    "each stepped as one batch",
+    "replays": "the untrained control replayed on every data set, the agent's residuals on "
+    "its greedy rollouts (each once, read by every later stage)",
+    "probes": "the agent probe with its permutation nulls",
+    "controls": "every control on the agent's greedy data (score_controls, once): the untrained "
+    "and observation probes, window MLPs on the last k tokens and actions and on tokens only",
+    "incremental_r2": "memory beyond a window: window MLPs alone, with the agent's and with the "
+    "untrained module's read-out",
+    "layers": "a probe of every residual",
+    "over_training": "checkpoints loaded, the first greedy episodes replayed through each",
+    "controls_by_data": "every control on the belief-MDP and random data",
+    "interventions": "belief edits (interventions.json)",
+    "yardstick": "memory yardstick (yardstick.json)",
+    "figures": "belief_simplex.png and learning_curve.png",
+}
+# The stages that step a module one step at a time (acting; edited steps): many tiny ops,
+# on probing.ANALYSIS_TORCH_THREADS; the others on the run's own threads (StageClock).
+STEPPING = ("rollouts", "interventions")
 
 
 # ---------------------------------------------------------------------------- learning curve
@@ -195,11 +225,50 @@ def _first_episodes(rollouts: Rollouts, n: int) -> Rollouts:
     return dataclasses.replace(rollouts, **cut)
 
 
-def _progress(label: str, started: float):
-    def say(message: str) -> None:
-        print(f"[analysis {label} {time.perf_counter() - started:6.1f}s] {message}", flush=True)
+class StageClock:
+    """The analysis' stages, timed: one console line when each starts and one when it ends
+    (with its seconds), `say` for lines within a stage; `seconds` {stage: s} in order.
 
-    return say
+    Torch threads per stage: the stages that step a module one step at a time (STEPPING:
+    many tiny ops) on probing.ANALYSIS_TORCH_THREADS, every other stage (fits, replays many
+    steps per call: large matrix products) on the run's own `threads` (what the process had
+    when the analysis began: the run's hardware plan or OMP_NUM_THREADS)."""
+
+    def __init__(self, label: str, threads: int) -> None:
+        self.label = label
+        self.threads = threads
+        self.started = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def say(self, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"[analysis {self.label} {elapsed:6.1f}s] {message}", flush=True)
+
+    @contextlib.contextmanager
+    def stage(self, name: str, what: str) -> Iterator[None]:
+        threads = probing.ANALYSIS_TORCH_THREADS if name in STEPPING else self.threads
+        self.say(f"stage {name} ({what})")
+        began = time.perf_counter()
+        torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(self.threads)
+            self.seconds[name] = round(time.perf_counter() - began, 3)
+        self.say(f"stage {name} done in {self.seconds[name]:.1f} s")
+
+    def record(self) -> dict[str, Any]:
+        """probe_metrics.json's `timings`: seconds per stage, their total and the threads."""
+        return {
+            "stages_s": dict(self.seconds),
+            "total_s": round(time.perf_counter() - self.started, 3),
+            "torch_threads": {
+                "stepping": probing.ANALYSIS_TORCH_THREADS,
+                "other": self.threads,
+                "stepping_stages": [name for name in self.seconds if name in STEPPING],
+            },
+            "stages": {name: STAGES.get(name, name) for name in self.seconds},
+        }
 
 
 def analyze(
@@ -219,11 +288,9 @@ def analyze(
     `module_spec` is the leaf's (for the untrained control), `plan` its Budget (recorded
     whole); `decision_belief_in_observation` must match the leaf's env. With `interventions`,
     also the causal belief interventions (`run_interventions`: interventions.json and
-    interventions.png). Torch runs on ANALYSIS_TORCH_THREADS intra-op threads meanwhile
-    (restored after).
+    interventions.png). Torch threads per stage: `StageClock` (restored after).
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
+    threads = torch.get_num_threads()
     try:
         return _analyze(
             context,
@@ -233,9 +300,10 @@ def analyze(
             aux_weight=aux_weight,
             decision_belief_in_observation=decision_belief_in_observation,
             interventions=interventions,
+            threads=threads,
         )
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(threads)
 
 
 def _analyze(
@@ -247,39 +315,53 @@ def _analyze(
     aux_weight: float,
     decision_belief_in_observation: bool,
     interventions: bool,
+    threads: int,
 ) -> dict[str, Any]:
-    started = time.perf_counter()
-    say = _progress(label, started)
-    run = RunArtifacts.open(context.results_dir)
-    checkpoint = run.final_checkpoint()
-    module = load_module(checkpoint)  # module only: no env runners, no learner
-    point = task.point_of(plan)  # the run's operating point (task_point setting)
-    make_env = probing.probe_env_factory(decision_belief_in_observation, point)
-    probe_env = make_env(1)
-    layout, action_space = probe_env.layout, probe_env.single_action_space
-    probe_env.close()
-    collect = functools.partial(
-        collect_rollouts,
-        n_episodes=plan.probe_episodes,
-        episode_steps=plan.probe_steps,
-        **probing.rollout_settings(plan, context.seed, make_env, action_space),
-    )
+    clock = StageClock(label, threads)
+    say = clock.say
+    with clock.stage("load", "the final checkpoint's module and the untrained control"):
+        run = RunArtifacts.open(context.results_dir)
+        checkpoint = run.final_checkpoint()
+        module = load_module(checkpoint)  # module only: no env runners, no learner
+        point = task.point_of(plan)  # the run's operating point (task_point setting)
+        make_env = probing.probe_env_factory(decision_belief_in_observation, point)
+        probe_env = make_env(1)
+        layout, action_space = probe_env.layout, probe_env.single_action_space
+        probe_env.close()
+        control = probing.untrained_module(
+            module_spec, make_env, stream_seed(context.seed, "study", "untrained")
+        )
+    settings = probing.rollout_settings(plan, context.seed, make_env, action_space)
     size = f"{plan.probe_episodes} episodes x ({plan.warmup_steps} + {plan.probe_steps}) steps"
-    say(f"greedy rollouts of the trained agent ({size})")
-    greedy = collect(module, policy="greedy")
-    say(f"sampled rollouts ({size})")
-    sampled = collect(module, policy="sample")
-    say("untrained control: replaying the agent's greedy rollouts through it")
-    control = probing.untrained_module(
-        module_spec, make_env, stream_seed(context.seed, "study", "untrained")
-    )
-    untrained_features = replay_rollouts(control, greedy)
+    # Every data set once, each stepped as one batch of episodes; every later stage reads
+    # these (controls_by_data, the yardstick and the interventions collect none of their own).
+    with clock.stage("rollouts", f"greedy, sampled, belief-MDP- and random-driven ({size})"):
+        data = {
+            name: controls.data_set(name, module, settings, plan) for name in controls.DATA_SETS
+        }
+        sampled = collect_rollouts(
+            module,
+            n_episodes=plan.probe_episodes,
+            episode_steps=plan.probe_steps,
+            policy="sample",
+            **settings,
+        )
+    greedy = data["agent_greedy"]
+    # Each replay once: the untrained control on every data set, every residual of the agent
+    # on its greedy rollouts (the per-layer probes; "final_norm" is the probed representation).
+    with clock.stage("replays", "the untrained control on every data set, the agent's residuals"):
+        steps = probing.REPLAY_STEPS
+        untrained_by_data = {
+            name: replay_rollouts(control, r, steps_per_call=steps) for name, r in data.items()
+        }
+        residuals = replay_rollouts_named(module, greedy, steps_per_call=steps)
+    untrained_features = untrained_by_data["agent_greedy"]
 
     tokens = greedy.observations[..., layout.tokens]
 
-    def probe(features: np.ndarray, permutations: int = 0) -> Any:
-        return evaluate_probe(
-            features,
+    with clock.stage("probes", f"agent, with {plan.n_permutations} permutations of each null"):
+        agent = evaluate_probe(
+            greedy.representations,
             greedy.targets,
             seed=context.seed,
             ridge=probing.PROBE_RIDGE,
@@ -288,101 +370,81 @@ def _analyze(
             target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
             branch_k=probing.BRANCH_K,
-            n_permutations=permutations,
-            n_within_permutations=permutations,
+            n_permutations=plan.n_permutations,
+            n_within_permutations=plan.n_permutations,
         )
 
-    say(f"affine probes: agent (with {plan.n_permutations} permutations of each null), controls")
-    agent = probe(greedy.representations, plan.n_permutations)
-    observation = probe(greedy.observations)
-    untrained = probe(untrained_features)
-    # Branches: the last BRANCH_K visible tokens, and those plus the binned last BRANCH_K
-    # executed actions (the observation's previous-action part, ACTION_BINS equal-frequency
-    # bins per coordinate from the agent probe's train episodes: controls.action_branching).
-    branching = controls.action_branching(
-        tokens, greedy.observations[..., layout.actions], agent.train_episodes, agent.test_episodes
-    )
-    branchings = branching.labels
-    # Every score below is on the agent's held-out steps and its bootstrap resamples.
-    test = agent.test_episodes
-    held_out = greedy.targets[test]
-    within = {name: labels[test] for name, labels in branchings.items()}
-    excluded = set(agent.report.r2_pooled_excludes)
-    common = dict(
-        weights=agent.bootstrap_weights,
-        branchings=within,
-        confidence=agent.report.confidence,
-        include=np.array([name not in excluded for name in probing.BELIEF_NAMES]),
-    )
-    predictions = {
-        "agent": agent.test_predictions,
-        "untrained_module": untrained.test_predictions,
-        "observation": observation.test_predictions,
-    }
-    scores = {name: held_out_scores(held_out, pred, **common) for name, pred in predictions.items()}
-
+    # Every control on the agent's data, once (the library's score_controls, reading the agent
+    # probe above): the untrained module, the observation, window MLPs on the last k tokens and
+    # executed actions and on tokens only; branches of the last BRANCH_K visible tokens, and of
+    # those plus the binned last BRANCH_K executed actions (controls.action_branching). Every
+    # score is on the agent's held-out steps and its bootstrap resamples; the best window has
+    # the highest within-branch R² (chosen on held-out steps: it can only flatter the window).
     ks = list(range(1, plan.window_k_max + 1))
-    say(f"window baselines k = {ks[0]}..{ks[-1]} (MLP on the last k tokens and actions)")
-    window_parts = np.r_[layout.tokens, layout.actions]  # never the belief itself
-    windows = compare_with_windows(
-        agent,
-        greedy.observations[..., window_parts],
-        greedy.targets,
-        ks=ks,
-        seed=context.seed,
-        history=greedy.warmup_observations[..., window_parts],
-        branchings=branchings,
-        progress=say,
-    )
-    # The best window: the highest within-branch R² (chosen on the held-out steps, which can
-    # only flatter the window, never the agent).
-    best = max(
-        windows.rows,
-        key=lambda row: (
-            probing.value(row.window.to_dict(), "within_branch", probing.TOKEN_BRANCHES) or -np.inf
-        ),
-    )
-    differences = {
-        "agent_minus_untrained_module": paired_difference(
-            held_out, agent.test_predictions, untrained.test_predictions, **common
-        ),
-        "agent_minus_observation": paired_difference(
-            held_out, agent.test_predictions, observation.test_predictions, **common
-        ),
-        "agent_minus_best_window": best.agent_minus_window,
+    with clock.stage("controls", f"untrained, observation, windows k = {ks[0]}..{ks[-1]}"):
+        scored = controls.score_on(
+            greedy,
+            untrained_features,
+            layout=layout,
+            plan=plan,
+            seed=context.seed,
+            data="agent_greedy",
+            say=say,
+            agent=agent,
+        )
+    branching = scored.branching
+    branchings = branching.labels
+    untrained, observation, windows = scored.control, scored.observation, scored.windows
+    differences = {  # the top-level block's three (controls_by_data's adds the tokens-only)
+        name: scored.differences[name]
+        for name in (
+            "agent_minus_untrained_module",
+            "agent_minus_observation",
+            "agent_minus_best_window",
+        )
     }
 
     # Memory beyond a window (issue 52 item 1): the library's incremental R², same split.
-    incremental_record = incremental.measure(
-        greedy,
-        untrained_features,
-        agent=agent,
-        branchings=branchings,
-        layout=layout,
-        plan=plan,
-        say=say,
-    )
+    with clock.stage("incremental_r2", f"windows k = {ks[0]}..{ks[-1]} alone and with read-outs"):
+        incremental_record = incremental.measure(
+            greedy,
+            untrained_features,
+            agent=agent,
+            branchings=branchings,
+            layout=layout,
+            plan=plan,
+            say=say,
+        )
 
-    say("per-layer probes: replaying the agent's rollouts, every residual")
-    layers = probe_layers(
-        module,
-        greedy,
-        seed=context.seed,
-        ridge=probing.PROBE_RIDGE,
-        test_fraction=probing.PROBE_TEST_FRACTION,
-        n_bootstrap=plan.n_bootstrap,
-        target_names=probing.BELIEF_NAMES,
-        branch_tokens=tokens,
-        branch_k=probing.BRANCH_K,
-        progress=say,
-    )
+    with clock.stage("layers", "a probe of every residual (the agent probe's split)"):
+        layers = probe_named(
+            residuals,
+            greedy.targets,
+            seed=context.seed,
+            ridge=probing.PROBE_RIDGE,
+            test_fraction=probing.PROBE_TEST_FRACTION,
+            n_bootstrap=plan.n_bootstrap,
+            target_names=probing.BELIEF_NAMES,
+            branch_tokens=tokens,
+            branch_k=probing.BRANCH_K,
+            progress=say,
+        )
 
-    training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
+    with clock.stage("over_training", "the first greedy episodes replayed through each checkpoint"):
+        training = _probe_over_training(context, run, greedy, tokens, plan, label, say)
 
-    say("controls on data the agent did not choose (belief-MDP and random actions)")
-    by_data = controls.controls_by_data(
-        module, control, make_env=make_env, plan=plan, seed=context.seed, greedy=greedy, say=say
-    )
+    with clock.stage("controls_by_data", "every control on the belief-MDP and random data"):
+        by_data = controls.controls_by_data(
+            module,
+            control,
+            make_env=make_env,
+            plan=plan,
+            seed=context.seed,
+            rollouts=data,
+            untrained=untrained_by_data,
+            blocks={"agent_greedy": controls.block(scored, "agent_greedy")},
+            say=say,
+        )
 
     values = task.solver_values(point=point)
     write_json(context.results_dir / "solver_values.json", values)
@@ -435,9 +497,9 @@ def _analyze(
             "untrained_module_probe": untrained.report.to_dict(),
             "observation_probe": observation.report.to_dict(),
         },
-        "scores": {name: value.to_dict() for name, value in scores.items()},
+        "scores": {name: value.to_dict() for name, value in scored.scores.items()},
         "differences": {name: value.to_dict() for name, value in differences.items()}
-        | {"best_window_k": best.k},
+        | {"best_window_k": scored.best_window_k},
         "windows": windows.to_dict(),
         incremental.KEY: incremental_record,
         "layers": layers.table(),
@@ -450,50 +512,54 @@ def _analyze(
         ),
     }
     if interventions:
-        record["interventions"] = run_interventions(
-            context.results_dir,
-            label=label,
-            module=module,
-            control=control,
-            rollouts=intervention_rollouts(greedy, plan),
-            plan=plan,
-            seed=context.seed,
-            checkpoint=checkpoint,
-            say=say,
-        )
+        with clock.stage("interventions", "belief edits at the probed layers, agent and control"):
+            record["interventions"] = run_interventions(
+                context.results_dir,
+                label=label,
+                module=module,
+                control=control,
+                rollouts=intervention_rollouts(greedy, plan),
+                plan=plan,
+                seed=context.seed,
+                checkpoint=checkpoint,
+                say=say,
+            )
     # The memory yardstick and its baselines (yardstick.py, issue 37): yardstick.json.
-    say("memory yardstick and baselines (yardstick.json)")
-    record["yardstick"] = yardstick.headline(
-        yardstick.measure(
-            context.results_dir,
-            plan=plan,
-            seed=context.seed,
-            label=label,
-            module=module,
-            decision_belief_in_observation=decision_belief_in_observation,
-            greedy=greedy,
-            say=say,
+    with clock.stage("yardstick", "memory yardstick and baselines (yardstick.json)"):
+        record["yardstick"] = yardstick.headline(
+            yardstick.measure(
+                context.results_dir,
+                plan=plan,
+                seed=context.seed,
+                label=label,
+                module=module,
+                decision_belief_in_observation=decision_belief_in_observation,
+                greedy=greedy,
+                agent=agent,
+                say=say,
+            )
         )
-    )
-    r2 = agent.report.r2_pooled
-    r2_text = f"{r2.value:.3f} [{r2.low:.3f}, {r2.high:.3f}]" if r2 else "undefined"
-    plot_belief_simplex(
-        context.results_dir / "belief_simplex.png",
-        greedy.targets[agent.test_episodes].reshape(-1, 3),
-        agent.test_predictions.reshape(-1, 3),
-        title=f"{label}: held-out episodes, probe R² {r2_text}",
-        labels=("decision belief (from env info)", "affine probe of the representation"),
-    )
-    record["learning_curve_references"] = plot_return_per_step(
-        context.results_dir / "learning_curve.png",
-        rows,
-        task.references_from(values),
-        title=f"{label}: occupancy control "
-        f"(beta {point.beta}, w_max {point.w_max}, delay {point.delay}"
-        + (f", alpha {point.alpha}, mixing {point.mixing})" if point != task.FLAGSHIP else ")"),
-        evaluations={"final greedy": returns["greedy"], "final sampled": returns["sampled"]},
-    )
-    record["analysis_wall_time_s"] = round(time.perf_counter() - started, 3)
+    with clock.stage("figures", "belief simplex and learning curve"):
+        r2 = agent.report.r2_pooled
+        r2_text = f"{r2.value:.3f} [{r2.low:.3f}, {r2.high:.3f}]" if r2 else "undefined"
+        plot_belief_simplex(
+            context.results_dir / "belief_simplex.png",
+            greedy.targets[agent.test_episodes].reshape(-1, 3),
+            agent.test_predictions.reshape(-1, 3),
+            title=f"{label}: held-out episodes, probe R² {r2_text}",
+            labels=("decision belief (from env info)", "affine probe of the representation"),
+        )
+        record["learning_curve_references"] = plot_return_per_step(
+            context.results_dir / "learning_curve.png",
+            rows,
+            task.references_from(values),
+            title=f"{label}: occupancy control "
+            f"(beta {point.beta}, w_max {point.w_max}, delay {point.delay}"
+            + (f", alpha {point.alpha}, mixing {point.mixing})" if point != task.FLAGSHIP else ")"),
+            evaluations={"final greedy": returns["greedy"], "final sampled": returns["sampled"]},
+        )
+    record["timings"] = clock.record()
+    record["analysis_wall_time_s"] = record["timings"]["total_s"]
     write_json(context.results_dir / "probe_metrics.json", record)
     say(f"wrote probe_metrics.json ({record['analysis_wall_time_s']:.0f} s)")
     return record
@@ -532,6 +598,7 @@ def _probe_over_training(
         branch_tokens=tokens[:n],
         branch_k=probing.BRANCH_K,
         progress=say,
+        steps_per_call=probing.REPLAY_STEPS,
     )
     plot_probe_over_training(
         context.results_dir / "r2_over_training.png",
@@ -615,4 +682,5 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
         "p_value_floor": (record["probe"].get("permutation") or {}).get("p_value_floor"),
         "r2_at_first_checkpoint": probing.value(training[0], "r2_pooled") if training else None,
         "analysis_wall_time_s": record["analysis_wall_time_s"],
+        "analysis_timings": (record.get("timings") or {}).get("stages_s"),
     } | ({"interventions": record["interventions"]} if "interventions" in record else {})

@@ -61,6 +61,7 @@ from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import write_json
 from rl_harness.analysis import (
+    ProbeEvaluation,
     ProbeSettings,
     Rollouts,
     RunArtifacts,
@@ -68,7 +69,7 @@ from rl_harness.analysis import (
     load_module,
     replay_rollouts,
 )
-from rl_harness.analysis.controls import ActionBranching, score_controls
+from rl_harness.analysis.controls import ActionBranching, ControlScores, score_controls
 from rl_harness.analysis.controls import action_branching as library_action_branching
 from rl_harness.seeding import stream_seed
 
@@ -109,6 +110,51 @@ def action_branching(
     )
 
 
+def score_on(
+    rollouts: Rollouts,
+    untrained_features: np.ndarray,
+    *,
+    layout: Any,
+    plan: Budget,
+    seed: int,
+    data: str,
+    say: Any = print,
+    agent: ProbeEvaluation | None = None,
+) -> ControlScores:
+    """Every control on one data set (the library's `score_controls` with the study's probe
+    settings), scored on its own held-out episodes and resamples (the agent probe's split
+    there). `agent`: the agent's probe already evaluated on `rollouts` under these settings
+    (the in-run analysis' own, with its permutation nulls): read, not fitted again."""
+    return score_controls(
+        rollouts,
+        untrained_features,
+        settings=probe_settings(plan, seed),
+        tokens=layout.tokens,
+        actions=layout.actions,
+        ks=list(range(1, plan.window_k_max + 1)),
+        target_names=probing.BELIEF_NAMES,
+        n_bins=ACTION_BINS,
+        agent=agent,
+        progress=lambda message: say(f"{data}: {message}"),
+    )
+
+
+def probe_settings(plan: Budget, seed: int) -> ProbeSettings:
+    """The study's probe protocol at `plan`'s sizes (no permutation nulls)."""
+    return ProbeSettings(
+        seed=seed,
+        ridge=probing.PROBE_RIDGE,
+        test_fraction=probing.PROBE_TEST_FRACTION,
+        n_bootstrap=plan.n_bootstrap,
+        branch_depth=probing.BRANCH_K,
+    )
+
+
+def block(scored: ControlScores, data: str) -> dict[str, Any]:
+    """The `controls_by_data` block of one data set: its sentence and `scored`'s record."""
+    return {"data": DATA.get(data, data)} | scored.to_dict()
+
+
 def controls_on(
     rollouts: Rollouts,
     untrained_features: np.ndarray,
@@ -119,27 +165,11 @@ def controls_on(
     data: str,
     say: Any = print,
 ) -> dict[str, Any]:
-    """Every control on one data set, scored on its own held-out episodes and resamples (the
-    agent probe's split there): the `controls_by_data` block of that set (the library's
-    `score_controls` with the study's probe settings, plus the data set's sentence)."""
-    scored = score_controls(
-        rollouts,
-        untrained_features,
-        settings=ProbeSettings(
-            seed=seed,
-            ridge=probing.PROBE_RIDGE,
-            test_fraction=probing.PROBE_TEST_FRACTION,
-            n_bootstrap=plan.n_bootstrap,
-            branch_depth=probing.BRANCH_K,
-        ),
-        tokens=layout.tokens,
-        actions=layout.actions,
-        ks=list(range(1, plan.window_k_max + 1)),
-        target_names=probing.BELIEF_NAMES,
-        n_bins=ACTION_BINS,
-        progress=lambda message: say(f"{data}: {message}"),
+    """The `controls_by_data` block of one data set (`score_on`, plus the set's sentence)."""
+    scored = score_on(
+        rollouts, untrained_features, layout=layout, plan=plan, seed=seed, data=data, say=say
     )
-    return {"data": DATA.get(data, data)} | scored.to_dict()
+    return block(scored, data)
 
 
 def actor_rollouts(
@@ -202,24 +232,38 @@ def controls_by_data(
     greedy: Rollouts | None = None,
     belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
     say: Any = print,
+    rollouts: Mapping[str, Rollouts] | None = None,
+    untrained: Mapping[str, np.ndarray] | None = None,
+    blocks: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The `controls_by_data` record: `controls_on` each of DATA_SETS (`greedy`: the agent's
-    greedy rollouts when already collected with the same settings and sizes)."""
+    """The `controls_by_data` record: `controls_on` each of DATA_SETS. What the caller already
+    has, collected and scored with the same settings and sizes, is read instead of redone:
+    `greedy` or `rollouts` {data set: Rollouts}, `untrained` {data set: the control's
+    replayed features}, `blocks` {data set: its block, e.g. the in-run analysis' agent data
+    scored once (`block(score_on(...))`)}."""
     env = make_env(1)
     layout, action_space = env.layout, env.single_action_space
     env.close()
     settings = probing.rollout_settings(plan, seed, make_env, action_space)
+    known = dict(rollouts or {})
+    if greedy is not None:
+        known.setdefault("agent_greedy", greedy)
     record: dict[str, Any] = {"schema_version": CONTROLS_SCHEMA_VERSION, "data": dict(DATA)}
     for name in DATA_SETS:
-        if name == "agent_greedy" and greedy is not None:
-            rollouts = greedy
-        else:
+        if name in (blocks or {}):
+            record[name] = dict((blocks or {})[name])
+            continue
+        data = known.get(name)
+        if data is None:
             say(f"{name}: rollouts ({plan.probe_episodes} episodes), the agent reading")
-            rollouts = data_set(name, module, settings, plan, belief_policy)
-        say(f"{name}: replaying the untrained module, probes")
-        untrained = replay_rollouts(control, rollouts)
+            data = data_set(name, module, settings, plan, belief_policy)
+        features = (untrained or {}).get(name)
+        if features is None:
+            say(f"{name}: replaying the untrained module")
+            features = replay_rollouts(control, data, steps_per_call=probing.REPLAY_STEPS)
+        say(f"{name}: probes")
         record[name] = controls_on(
-            rollouts, untrained, layout=layout, plan=plan, seed=seed, data=name, say=say
+            data, features, layout=layout, plan=plan, seed=seed, data=name, say=say
         )
     return record
 

@@ -20,7 +20,8 @@ For each results/<run-id> folder of a `reward_only` or `next_token_aux` run (one
 older commit included): read its manifest (leaf, seed, smoke), load its final checkpoint
 (`RunArtifacts.final_checkpoint`: the summary's, else the newest), roll out the agent greedily
 with the analysis' own settings (`probing.rollout_settings`: the same seeds, warm-up and
-batching, so these are the first episodes and steps of the run's own analysis rollouts),
+batching, all probe episodes stepped together and the first intervention_episodes kept, so
+these are the first episodes and steps of the run's own analysis rollouts),
 build the untrained control as the analysis does, and run `run_interventions` at the
 current leaf's Budget sizes (the run's recorded budget with its --set overrides; a run from
 before budgets had names: SMOKE for a smoke run, else CPU; CPU and FULL sizes are equal,
@@ -279,15 +280,20 @@ def backfill(
     action_space = probe_env.single_action_space
     probe_env.close()
     say(
-        f"greedy rollouts: {plan.intervention_episodes} episodes x ({plan.warmup_steps} + "
-        f"{plan.intervention_steps}) steps"
+        f"greedy rollouts: {plan.probe_episodes} episodes x ({plan.warmup_steps} + "
+        f"{plan.intervention_steps}) steps, the first {plan.intervention_episodes} used"
     )
-    greedy = collect_rollouts(
-        module,
-        n_episodes=plan.intervention_episodes,
-        episode_steps=plan.intervention_steps,
-        policy="greedy",
-        **probing.rollout_settings(plan, seed, make_env, action_space),
+    # All the analysis' episodes in its one batch (as analyze steps them), so the first ones
+    # are its own to the bit; then cut to the intervention sizes.
+    greedy = intervention_rollouts(
+        collect_rollouts(
+            module,
+            n_episodes=plan.probe_episodes,
+            episode_steps=plan.intervention_steps,
+            policy="greedy",
+            **probing.rollout_settings(plan, seed, make_env, action_space),
+        ),
+        plan,
     )
     control = probing.untrained_module(
         recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")

@@ -33,9 +33,13 @@ ACTION_BRANCHES = "tokens_actions_2"
 PROBE_RIDGE = 1e-6
 PROBE_TEST_FRACTION = 0.25
 BELIEF_NAMES = ["decision_belief_0", "decision_belief_1", "decision_belief_2"]
-# The analysis steps 64 episodes one token at a time: two intra-op threads buy little on such
+# The analysis steps its episodes one token at a time: two intra-op threads buy little on such
 # small ops, and on shared cores their spin-waits cost far more (measured: the study README).
 ANALYSIS_TORCH_THREADS = 1
+# Replays read 64 steps per module call (the agent's chunk length; `replay_rollouts(...,
+# steps_per_call=)`): the same windowed attention as one step at a time, equal to it up to
+# float rounding, in 64 times fewer calls (issue 53). Acting is still one step at a time.
+REPLAY_STEPS = 64
 
 
 def probe_env_factory(decision_belief_in_observation: bool, point: task.TaskPoint = task.FLAGSHIP):
@@ -59,7 +63,11 @@ def rollout_settings(plan: Budget, seed: int, make_env: Any, action_space: Any) 
         "warmup_steps": plan.warmup_steps,
         "seed": seed,
         "target": info_target("decision_belief"),
-        "num_envs": min(plan.probe_episodes, 64),
+        # Every episode of a data set in one batch (issue 53): one module and env step per
+        # time step for all of them. Each episode keeps its own reset seed and env streams.
+        "num_envs": plan.probe_episodes,
+        # Where the module only reads (an actor's or random play), it reads afterwards.
+        "replay_steps": REPLAY_STEPS,
         # RLlib's default Box handling: the module acts in [-1, 1], the env gets the box.
         "action_transform": rllib_action_transform(action_space),
     }

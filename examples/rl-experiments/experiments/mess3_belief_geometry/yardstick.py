@@ -172,11 +172,13 @@ def measure(
     module: RLModule,
     decision_belief_in_observation: bool,
     greedy: Rollouts | None = None,
+    agent: Any = None,
     say: Any = print,
 ) -> dict[str, Any]:
     """The yardstick record of the trained `module` (a run with this seed and probe budget);
-    `greedy`: its greedy probe rollouts when the caller has them. Writes yardstick.json into
-    `results_dir` unless it is None."""
+    `greedy`: its greedy probe rollouts when the caller has them, `agent`: the agent probe
+    already fitted on them (analyze's, same settings; its nulls are not read). Writes
+    yardstick.json into `results_dir` unless it is None."""
     started = time.perf_counter()
     point = task.point_of(plan)
     make_env = probing.probe_env_factory(decision_belief_in_observation, point)
@@ -203,7 +205,8 @@ def measure(
             branch_k=probing.BRANCH_K,
         )
 
-    agent = probe(greedy.representations)  # analyze's agent probe: the same split, resamples
+    if agent is None:  # analyze's agent probe: the same split, resamples
+        agent = probe(greedy.representations)
     low, high = float(space.low.flat[0]), float(space.high.flat[0])
     priors = {
         "stationary": control_chain_model(point.alpha, point.mixing).initial,
@@ -263,7 +266,12 @@ def measure(
     )
     say(f"{UNTRAINED_SEEDS} untrained initialisations replayed on the agent's observations")
     seeds = [stream_seed(seed, *STREAM, "untrained", str(i)) for i in range(UNTRAINED_SEEDS)]
-    reports = [probe(replay_rollouts(untrained_like(module, s), greedy)).report for s in seeds]
+    reports = [
+        probe(
+            replay_rollouts(untrained_like(module, s), greedy, steps_per_call=probing.REPLAY_STEPS)
+        ).report
+        for s in seeds
+    ]
     test = agent.test_episodes
     labels = branchings[probing.TOKEN_BRANCHES]
     record = {

@@ -67,17 +67,30 @@ def ridge_solver(representations: np.ndarray, ridge: float = 0.0) -> RidgeSolver
     return RidgeSolver(x_mean=x_mean, ridge=float(ridge), left=u, right=vt.T * gain)
 
 
-def fit_affine(representations: np.ndarray, targets: np.ndarray, ridge: float = 0.0) -> AffineProbe:
+def fit_affine(
+    representations: np.ndarray,
+    targets: np.ndarray,
+    ridge: float = 0.0,
+    *,
+    solver: RidgeSolver | None = None,
+) -> AffineProbe:
     """Least squares with a bias; `ridge` > 0 adds ridge * |W|^2 (the bias is not penalized).
 
     Centering first makes the bias exact and unpenalized; the weights come from
-    `ridge_solver` (one SVD; minimum-norm for rank-deficient representations).
+    `ridge_solver` (one SVD; minimum-norm for rank-deficient representations). `solver`:
+    that factorization of these same representations at this ridge, already made (a probe
+    and its permutation nulls share one).
     """
     x = as_matrix("representations", representations)
     y = as_matrix("targets", targets)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"{x.shape[0]} representations but {y.shape[0]} targets")
-    solver = ridge_solver(x, ridge)
+    if solver is None:
+        solver = ridge_solver(x, ridge)
+    elif solver.left.shape[0] != x.shape[0] or solver.x_mean.shape[0] != x.shape[1]:
+        raise ValueError("the solver was factored on representations of another shape")
+    elif solver.ridge != float(ridge):
+        raise ValueError(f"the solver has ridge {solver.ridge}, the fit asks {ridge}")
     y_mean = y.mean(axis=0)
     weights = solver.weights(y - y_mean)
     return AffineProbe(weights=weights, bias=y_mean - solver.x_mean @ weights, ridge=solver.ridge)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.affine import AffineProbe, fit_affine
+from rl_harness.analysis.probes.affine import AffineProbe, fit_affine, ridge_solver
 from rl_harness.analysis.probes.bootstrap import Estimate, bootstrap_weights, estimates
 from rl_harness.analysis.probes.branches import branch_ids, branch_sums, within_scores
 from rl_harness.analysis.probes.permutation import (
@@ -198,7 +198,11 @@ def evaluate_probe(
         x.shape[0], settings.test_fraction, stream_rng(seed, *stream, "split")
     )
     d, steps = x.shape[2], x.shape[1]
-    probe = fit_affine(x[train].reshape(-1, d), y[train].reshape(-1, k), settings.ridge)
+    # One factorization of the train representations for the fit and both nulls' refits.
+    solver = ridge_solver(x[train].reshape(-1, d), settings.ridge)
+    probe = fit_affine(
+        x[train].reshape(-1, d), y[train].reshape(-1, k), settings.ridge, solver=solver
+    )
     reference = y[train].reshape(-1, k).mean(axis=0)
     train_pred = probe.predict(x[train].reshape(-1, d)).reshape(len(train), steps, k)
     test_pred = probe.predict(x[test].reshape(-1, d)).reshape(len(test), steps, k)
@@ -267,6 +271,7 @@ def evaluate_probe(
                 n_permutations=settings.n_within_permutations,
                 rng=stream_rng(seed, *stream, "within_permutation"),
                 include=keep,
+                solver=solver,
             )
         within = WithinBranchReport(
             k=int(depth),
@@ -293,6 +298,7 @@ def evaluate_probe(
             n_permutations=settings.n_permutations,
             rng=stream_rng(seed, *stream, "permutation"),
             include=include,
+            solver=solver,
         )
 
     report = ProbeReport(

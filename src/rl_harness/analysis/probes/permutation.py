@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.affine import ridge_solver
+from rl_harness.analysis.probes.affine import RidgeSolver, ridge_solver
 from rl_harness.analysis.probes.branches import BranchSums, branch_sums, within_scores
 
 PERMUTATION_CHUNK = 32  # refits solved together (memory: chunk * n_train_steps * k floats)
@@ -79,17 +79,19 @@ def permutation_null(
     n_permutations: int,
     rng: np.random.Generator,
     include: np.ndarray | None = None,
+    solver: RidgeSolver | None = None,
 ) -> PermutationNull:
     """Null pooled R² of probes refit on episode-shuffled targets; arrays are (E, T, m).
 
     Permutation p draws `rng.permutation(n_train)` then `rng.permutation(n_test)`.
-    `include` picks the targets the pooled R² uses (as in `scores`).
+    `include` picks the targets the pooled R² uses (as in `scores`). `solver`: the
+    factorization of `x_train` at `ridge` when the caller has it (`ridge_solver`).
     """
     _check_count(n_permutations)
     n_train, _, d = x_train.shape
     n_test, k = x_test.shape[0], y_train.shape[2]
     keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
-    solver = ridge_solver(x_train.reshape(-1, d), ridge)  # one SVD for every refit
+    solver = _solver(solver, x_train, ridge)  # one SVD for every refit
     y_mean = y_train.reshape(-1, k).mean(axis=0)  # a shuffle leaves the mean alone
     x_test_c = x_test.reshape(-1, d) - solver.x_mean
     flat_test = y_test.reshape(n_test, -1, k)
@@ -105,6 +107,18 @@ def permutation_null(
         sse = ((shuffled - predictions) ** 2).sum(axis=1)  # (chunk, k)
         null[start : start + len(chunk)] = 1.0 - (sse * keep).sum(-1) / (sst * keep).sum()
     return _null(observed, null, GLOBAL)
+
+
+def _solver(solver: RidgeSolver | None, x_train: np.ndarray, ridge: float) -> RidgeSolver:
+    """The caller's factorization of the (E, T, d) train representations, else a new one."""
+    if solver is None:
+        return ridge_solver(x_train.reshape(-1, x_train.shape[2]), ridge)
+    rows = x_train.shape[0] * x_train.shape[1]
+    if solver.left.shape[0] != rows or solver.x_mean.shape[0] != x_train.shape[2]:
+        raise ValueError("the solver was factored on representations of another shape")
+    if solver.ridge != float(ridge):
+        raise ValueError(f"the solver has ridge {solver.ridge}, the null asks {ridge}")
+    return solver
 
 
 def _null(observed: float, null: np.ndarray, statistic: str) -> PermutationNull:
@@ -148,16 +162,17 @@ def conditional_permutation_null(
     n_permutations: int,
     rng: np.random.Generator,
     include: np.ndarray | None = None,
+    solver: RidgeSolver | None = None,
 ) -> PermutationNull:
     """Null of the held-out within-branch pooled R² when targets are shuffled among steps of
     the same branch (arrays (E, T, m), branch labels (E, T) on one labelling for train and
     test). The observed value is computed here by the same solver (unshuffled), so it and
     the null values differ only by the shuffle. Permutation p draws the train order, then
-    the test order (`within_branch_shuffle`)."""
+    the test order (`within_branch_shuffle`). `solver`: as in `permutation_null`."""
     _check_count(n_permutations)
     d, k = x_train.shape[2], y_train.shape[2]
     keep = np.ones(k, dtype=bool) if include is None else np.asarray(include, dtype=bool)
-    solver = ridge_solver(x_train.reshape(-1, d), ridge)  # one SVD for every refit
+    solver = _solver(solver, x_train, ridge)  # one SVD for every refit
     y_flat = y_train.reshape(-1, k)
     y_mean = y_flat.mean(axis=0)  # a shuffle leaves the mean alone
     labels_train = np.asarray(branches_train).ravel()

@@ -75,8 +75,9 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
     """Causal transformer over the agent's own past steps, with a carried K/V cache.
 
     Analysis contracts: the base's plus `StepEncoderAPI` (`encode_step`),
-    `ResidualStreamAPI` (`encode_step_residuals`), `ResidualEditAPI`
-    (`encode_step_edited`) and `PrevActionInputAPI` (`prev_action_width`)."""
+    `ResidualStreamAPI` (`encode_step_residuals`), `SequenceResidualAPI`
+    (`encode_sequence_residuals`), `ResidualEditAPI` (`encode_step_edited`) and
+    `PrevActionInputAPI` (`prev_action_width`)."""
 
     MODEL_CONFIG_KEYS: ClassVar[tuple[str, ...]] = (
         "max_seq_len",
@@ -196,6 +197,16 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             self._step_inputs(batch), self._state_in(batch)
         )
         return {name: r[:, 0] for name, r in residuals.items()}, state
+
+    def encode_sequence_residuals(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """`encode_step_residuals` of T steps in one call (analysis replays many steps at
+        once): obs (B, T, *obs_shape) (and `prev_actions` (B, T, A) if used), STATE_IN the
+        cache before the first step -> ({name: (B, T, d_model)}, the cache after the last).
+        The same windowed attention as T single steps; equal to them up to float rounding
+        (the batched kernels sum in another order)."""
+        return self.transformer.forward_residuals(self._inputs(batch), self._state_in(batch))
 
     def encode_step_edited(
         self,

@@ -1,0 +1,136 @@
+"""The flagship's in-run analysis in timed stages (issue 53 item 2, issue 50 item 6): one
+console line when each stage starts and one when it ends, the seconds of each in
+probe_metrics.json and result.json, and every rollout and replay done once and read by every
+stage after it, giving exactly the numbers each stage gives when it collects its own. On a
+saved untrained agent as a finished smoke run leaves it (no training)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from experiments.mess3_belief_geometry import analysis, controls, probing
+from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
+
+from rl_harness import RunContext
+from rl_harness.analysis import load_module
+from rl_harness.harness.runners.direct import RunResult
+from rl_harness.seeding import stream_seed
+from tests.study.test_belief_geometry_controls import _finished_run, _module
+
+SEED = 5
+PLAN = reward_only.SMOKE
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysed")
+    agent, make_env = _module()
+    results, checkpoint = _finished_run(root, agent, SEED)
+    context = RunContext(
+        experiment_module=reward_only.__name__,
+        experiment_dir=Path(reward_only.__file__).parent,
+        results_dir=results,
+        artifacts_dir=root / "artifacts",
+        run_id="run-1",
+        seed=SEED,
+        smoke=True,
+        budget="smoke",
+        settings=PLAN,
+    )
+    return context, checkpoint, make_env
+
+
+def test_each_stage_says_when_it_starts_and_ends_and_records_its_seconds(analysed, capsys):
+    context, _, _ = analysed
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the run's threads: the fits and chunked replays use them
+    try:
+        record = analysis.analyze(
+            context,
+            label="reward_only",
+            module_spec=reward_only.module_spec(),
+            plan=PLAN,
+            interventions=True,
+        )
+        threads_after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    lines = capsys.readouterr().out.splitlines()
+    timings = record["timings"]
+    assert list(timings["stages_s"]) == list(analysis.STAGES)  # every stage, in order
+    assert all(seconds >= 0 for seconds in timings["stages_s"].values())
+    assert sum(timings["stages_s"].values()) <= timings["total_s"]
+    assert record["analysis_wall_time_s"] == timings["total_s"]
+    assert timings["torch_threads"] == {
+        "stepping": probing.ANALYSIS_TORCH_THREADS,
+        "other": 2,  # the run's own threads (set below), restored after
+        "stepping_stages": list(analysis.STEPPING),
+    }
+    assert threads_after == 2
+    assert set(timings["stages"]) == set(analysis.STAGES)
+    for stage, seconds in timings["stages_s"].items():
+        starts = [i for i, x in enumerate(lines) if re.search(rf"\] stage {stage} \(", x)]
+        ends = [i for i, x in enumerate(lines) if f"] stage {stage} done in {seconds:.1f} s" in x]
+        assert len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0], stage
+    on_disk = json.loads((context.results_dir / "probe_metrics.json").read_text())
+    assert on_disk["timings"]["stages_s"] == timings["stages_s"]
+    summary = analysis.summary(RunResult({}, 1, None), record)
+    assert summary["analysis_timings"] == timings["stages_s"]
+
+
+def test_shared_rollouts_replays_and_windows_give_what_each_stage_computes_alone(analysed):
+    context, checkpoint, make_env = analysed
+    record = json.loads((context.results_dir / "probe_metrics.json").read_text())
+    by_data = record[controls.KEY]
+    # The whole block equals the controls replaying and fitting alone (and, for the
+    # belief-MDP and random data, collecting alone).
+    module = load_module(checkpoint)
+    control = probing.untrained_module(
+        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
+    )
+    before = torch.get_num_threads()
+    try:
+        # Threads as analyze had them: acting on one, the replays and fits on the run's (2).
+        torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
+        env = make_env(1)
+        settings = probing.rollout_settings(PLAN, SEED, make_env, env.single_action_space)
+        env.close()
+        greedy = controls.data_set("agent_greedy", module, settings, PLAN)
+        torch.set_num_threads(2)
+        alone = controls.controls_by_data(
+            module,
+            control,
+            make_env=make_env,
+            plan=PLAN,
+            seed=SEED,
+            greedy=greedy,
+            say=lambda message: None,
+        )
+    finally:
+        torch.set_num_threads(before)
+    # The agent's controls were scored once, reading the analysis' agent probe (with its
+    # permutation nulls): the block's agent probe is the record's; its nulls aside, it is the
+    # probe the controls fit alone, and every other number is theirs.
+    assert by_data["agent_greedy"]["agent_probe"] == record["probe"]
+    assert record["probe"]["permutation"] is not None
+    shared = json.loads(json.dumps(by_data))
+    probe = shared["agent_greedy"]["agent_probe"]
+    probe["permutation"] = None
+    probe["within_branch"]["permutation"] = None
+    assert json.loads(json.dumps(alone)) == shared
+    # The top-level blocks are views of the same result.
+    for key in ("scores", "windows", "action_branching"):
+        assert by_data["agent_greedy"][key] == record[key], key
+    assert by_data["agent_greedy"]["best_window_k"] == record["differences"]["best_window_k"]
+    # The agent's residuals from one replay: the last is the probed representation; the
+    # yardstick reads the same agent probe.
+    # Replayed 64 steps per call: equal to rounding, which this tiny probe (384 train steps
+    # for 96 features, held-out R² far below 0) amplifies about 1e4 times.
+    layer = record["layers"][-1]["r2_pooled"]
+    assert layer == pytest.approx(record["probe"]["r2_pooled"], rel=1e-3)
+    yardstick = json.loads((context.results_dir / "yardstick.json").read_text())
+    assert yardstick["agent"]["r2"] == record["probe"]["r2_pooled"]["value"]
