@@ -45,11 +45,13 @@ class CheckpointProbe:
 
     @property
     def mse(self) -> float | None:
-        return None if self.report is None else self.report.mse_pooled.value
+        estimate = None if self.report is None else self.report.mse_pooled
+        return None if estimate is None else estimate.value
 
     @property
     def target_variance(self) -> float | None:
-        return None if self.report is None else self.report.mse_best_constant_pooled.value
+        estimate = None if self.report is None else self.report.mse_best_constant_pooled
+        return None if estimate is None else estimate.value
 
     @property
     def branch_baseline_mse(self) -> float | None:
@@ -164,7 +166,7 @@ def plot_probe_over_training(
     from matplotlib.figure import Figure
 
     steps = np.asarray([p.env_steps for p in probes], dtype=np.float64)
-    series: dict[str, list[float | None]] = {"env_steps": steps.tolist()}
+    series: dict[str, list[float | None]] = {"env_steps": [float(step) for step in steps]}
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
     for index, (key, label) in enumerate(

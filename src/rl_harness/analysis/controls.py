@@ -60,7 +60,8 @@ def token_codes(tokens: np.ndarray) -> np.ndarray:
     """(E, T, 1) the visible token 0..n-1 of a one-hot (E, T, n), or n where none is visible
     yet (all zeros)."""
     n = tokens.shape[-1]
-    return tokens.argmax(-1)[..., None] + n * (tokens.max(-1, keepdims=True) == 0)
+    codes = tokens.argmax(-1)[..., None] + n * (tokens.max(-1, keepdims=True) == 0)
+    return np.asarray(codes, dtype=np.int64)
 
 
 def token_branching(depth: int) -> str:
@@ -332,7 +333,8 @@ def score_controls(
 
 def _fractions(actions: np.ndarray, n_actions: int) -> list[float]:
     counts = np.bincount(actions.ravel(), minlength=n_actions)[:n_actions]
-    return (counts / max(1, actions.size)).tolist()
+    fractions: list[float] = (counts / max(1, actions.size)).tolist()
+    return fractions
 
 
 def _by_group(actions: np.ndarray, groups: np.ndarray, n_actions: int) -> dict[str, dict[str, Any]]:

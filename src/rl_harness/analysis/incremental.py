@@ -140,7 +140,8 @@ def window_residual_readout(
         target = y[fit].reshape(-1, y.shape[-1])
         solver = ridge_solver(x, ridge)
         weights = solver.weights(target - target.mean(axis=0))
-        return (residual[apply] - solver.x_mean) @ weights  # no bias: a constant tells nothing
+        # No bias: a constant tells nothing.
+        return np.asarray((residual[apply] - solver.x_mean) @ weights, dtype=np.float64)
 
     out = np.zeros((episodes, steps, y.shape[-1]))
     test = np.setdiff1d(np.arange(episodes), train)

@@ -25,7 +25,7 @@ its unedited read.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -65,7 +65,8 @@ def residual_representations(
     as TransformerActorCritic). Names: "embed", "block_1".."block_L", "final_norm"."""
     if not isinstance(module, ResidualStreamAPI):
         require_api(module, ResidualStreamAPI, purpose="reading every residual (per-layer probes)")
-    residuals, state_out = module.encode_step_residuals(
+    # require_api raised unless the module has `encode_step_residuals`.
+    residuals, state_out = cast(ResidualStreamAPI, module).encode_step_residuals(
         step_batch(batch) if module.is_stateful() else batch
     )
     return dict(residuals), state_out

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
@@ -108,7 +108,8 @@ def encode_representation(
             purpose="the default representation extractor (or pass an extractor that reads "
             "the module's representation through its public API)",
         )
-    return module.encode(batch)
+    # require_api raised unless the module has `encode`.
+    return cast(EncoderAPI, module).encode(batch)
 
 
 def info_target(*keys: str) -> TargetExtractor:
@@ -144,7 +145,7 @@ def info_target(*keys: str) -> TargetExtractor:
 
 
 def rllib_action_transform(
-    action_space: Space,
+    action_space: Space[Any],
     *,
     normalize_actions: bool = True,
     clip_actions: bool = False,
@@ -157,6 +158,7 @@ def rllib_action_transform(
     `unclipped`: the same map without its clipping (an action the connector would saturate
     goes past the bound): the affine low + (a + 1) (high - low) / 2 with `normalize_actions`,
     else the identity. Interventions use it to read an action shift before saturation."""
+    import gymnasium as gym
     from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
     def transform(actions: np.ndarray) -> np.ndarray:
@@ -169,21 +171,26 @@ def rllib_action_transform(
     def affine(actions: np.ndarray) -> np.ndarray:
         if not normalize_actions:
             return np.asarray(actions)
+        if not isinstance(action_space, gym.spaces.Box):
+            raise TypeError(f"an unclipped action map needs a Box action space, got {action_space}")
         low = np.asarray(action_space.low, dtype=np.float64)
         high = np.asarray(action_space.high, dtype=np.float64)
-        return low + (np.asarray(actions, dtype=np.float64) + 1.0) * (high - low) / 2.0
+        shifted = np.asarray(actions, dtype=np.float64) + 1.0
+        return np.asarray(low + shifted * (high - low) / 2.0, dtype=np.float64)
 
     return affine if unclipped else transform
 
 
-def random_actions(space: Space, n: int, rng: np.random.Generator) -> np.ndarray:
+def random_actions(space: Space[Any], n: int, rng: np.random.Generator) -> np.ndarray:
     """(n, ...) uniform actions of a Discrete, MultiDiscrete or bounded Box space."""
     import gymnasium as gym
 
     if isinstance(space, gym.spaces.Discrete):
-        return rng.integers(space.start, space.start + space.n, size=n)
+        start = int(space.start)
+        return rng.integers(start, start + int(space.n), size=n)
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return rng.integers(0, space.nvec, size=(n, *space.nvec.shape)) + space.start
+        draws = rng.integers(0, space.nvec, size=(n, *space.nvec.shape)) + space.start
+        return np.asarray(draws, dtype=np.int64)
     if isinstance(space, gym.spaces.Box):
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise ValueError(f"random actions need a bounded Box, got {space}")
@@ -246,16 +253,32 @@ def _zip_state(fn: Callable[[Any, Any], Any], first: Any, second: Any) -> Any:
 def eval_mode(module: RLModule) -> Iterator[None]:
     """`module` in eval mode for the block (analysis reads, never trains), its training flag
     restored afterwards."""
-    was_training = module.training
-    module.eval()
+    torch_module = _torch_module(module)
+    was_training = torch_module.training
+    torch_module.eval()
     try:
         yield
     finally:
-        module.train(was_training)
+        torch_module.train(was_training)
+
+
+def _torch_module(module: RLModule) -> torch.nn.Module:
+    """`module` as the torch module it is (analysis runs torch RLModules only)."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"analysis runs torch RLModules, got {type(module).__name__}")
+    return module
+
+
+def _sample(dist: Any) -> torch.Tensor:
+    """One draw of a torch action distribution (RLlib declares a tensor or a tuple)."""
+    sample = dist.sample()
+    if not isinstance(sample, torch.Tensor):
+        raise TypeError(f"{type(dist).__name__}.sample() gave {type(sample).__name__}")
+    return sample
 
 
 def _module_device(module: RLModule) -> torch.device:
-    parameter = next(iter(module.parameters()), None)
+    parameter = next(iter(_torch_module(module).parameters()), None)
     return parameter.device if parameter is not None else torch.device("cpu")
 
 
@@ -424,7 +447,7 @@ class ModuleStepper:
                 dist = self.dist_class.from_logits(inputs)
                 if not self.explore:
                     dist = dist.to_deterministic()
-                actions = dist.sample().cpu().numpy()
+                actions = _sample(dist).cpu().numpy()
             elif act or (self.stateful and state_out is None):
                 out = (
                     self.module.forward_exploration(batch)
@@ -441,8 +464,8 @@ class ModuleStepper:
                     dist = self.dist_class.from_logits(out[ACTION_DIST_INPUTS])
                     if not self.explore:
                         dist = dist.to_deterministic()
-                    actions = dist.sample()
-                    actions = (actions[:, 0] if self.stateful else actions).cpu().numpy()
+                    sampled = _sample(dist)
+                    actions = (sampled[:, 0] if self.stateful else sampled).cpu().numpy()
         if self.stateful:
             self.state = state_out
         self._actions_noted = False
@@ -466,7 +489,7 @@ class ModuleStepper:
 
 def _collect_batch(
     module: RLModule,
-    env: VectorEnv,
+    env: VectorEnv[Any, Any, Any],
     seeds: list[int],
     episode_steps: int,
     warmup_steps: int,
@@ -488,21 +511,26 @@ def _collect_batch(
     read_later = reads_only and replay_steps is not None
     played: list[np.ndarray] = []
     played_actions: list[np.ndarray] = []
-    obs, info = env.reset(seed=seeds)
-    observations, features, targets, actions, rewards = [], [], [], [], []
+    # gymnasium's VectorEnv.reset declares one int; its vector envs take a seed per copy.
+    obs, info = env.reset(seed=seeds)  # type: ignore[arg-type]
+    observations: list[np.ndarray] = []
+    features: list[Any] = []  # (N, d) arrays, or None until `read_later` replays them
+    targets: list[np.ndarray] = []
+    actions: list[np.ndarray] = []
+    rewards: list[np.ndarray] = []
     warmup: list[np.ndarray] = []
     warmup_actions: list[np.ndarray] = []
     side_values: dict[str, list[np.ndarray]] = {name: [] for name in side}
     total = warmup_steps + episode_steps
     for t in range(total):
         module_obs = preprocess(obs) if preprocess else obs
+        feature: Any = None
         if read_later:
-            action, feature = None, None
             played.append(np.asarray(obs))
         elif reads_only:
-            action, feature = None, stepper.read(module_obs)
+            feature = stepper.read(module_obs)
         else:
-            action, feature = stepper.step(module_obs)
+            chosen, feature = stepper.step(module_obs)
         if feature is not None and not isinstance(feature, np.ndarray):
             raise TypeError(
                 "collect_rollouts records one representation per step: the extractor returned "
@@ -514,6 +542,8 @@ def _collect_batch(
             action = np.asarray(actor(obs, info))
         elif policy == "random":
             action = random_actions(env.single_action_space, n, action_rng)
+        else:
+            action = chosen  # the module chose (stepper.step): neither an actor nor random
         # The previous action a module reads is the one RLlib's episode stores: the module's
         # own sample (before `action_transform`), or what an actor or random play executed.
         stepper.note_actions(action)
@@ -575,7 +605,7 @@ def _collect_batch(
 
 def collect_rollouts(
     module: RLModule,
-    make_env: Callable[[int], VectorEnv],
+    make_env: Callable[[int], VectorEnv[Any, Any, Any]],
     *,
     n_episodes: int,
     episode_steps: int,

@@ -97,6 +97,8 @@ def _initial_weights(
         layers.append(torch.nn.Linear(fan_in, n_out))
     out = [(layer.weight.detach().clone(), layer.bias.detach().clone()) for layer in layers]
     if task.n_extra:
+        if task.extra_seed is None:
+            raise ValueError("a fit with n_extra extra inputs needs extra_seed")
         first, bias = out[0]
         bound = 1.0 / np.sqrt(first.shape[1])  # PyTorch's default scale, the base's fan-in
         extra = torch.empty(first.shape[0], task.n_extra)
@@ -175,7 +177,7 @@ def fit_predict_many(
             error = forward(inputs) - ys[models, picked]
             loss = (error**2).mean(dim=(1, 2)).sum()  # each model's own mean, summed
             optimizer.zero_grad()
-            loss.backward()
+            torch.autograd.backward(loss)  # loss.backward(), which torch leaves unannotated
             optimizer.step()
             schedule.step()
     with torch.inference_mode():
@@ -328,7 +330,11 @@ class WindowTable:
 
         out = {"global": pick(lambda s: s.r2_pooled)}
         for name in self.agent.within_branch:
-            out[name] = pick(lambda s, name=name: s.within_branch.get(name))
+
+            def within(scores: HeldOutScores, name: str = name) -> Any:
+                return scores.within_branch.get(name)
+
+            out[name] = pick(within)
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ class AffineProbe:
         x = as_matrix("representations", representations)
         if x.shape[1] != self.weights.shape[0]:
             raise ValueError(f"probe was fit on {self.weights.shape[0]} features, got {x.shape[1]}")
-        return x @ self.weights + self.bias
+        return np.asarray(x @ self.weights + self.bias, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class RidgeSolver:
 
     def weights(self, centred_targets: np.ndarray) -> np.ndarray:
         """(d, m) weights for (n, m) targets centred on their own mean."""
-        return self.right @ (self.left.T @ centred_targets)
+        return np.asarray(self.right @ (self.left.T @ centred_targets), dtype=np.float64)
 
 
 def ridge_solver(representations: np.ndarray, ridge: float = 0.0) -> RidgeSolver:

@@ -71,11 +71,12 @@ class ProbeReport:
     target_names: list[str]
     r2_pooled: Estimate | None  # None when no target varies
     r2: dict[str, Estimate | None]  # None: undefined (see `undefined`)
-    rmse_pooled: Estimate
-    rmse: dict[str, Estimate]
-    mse_pooled: Estimate
-    mse_train_mean_pooled: Estimate  # baseline: predict the train mean
-    mse_best_constant_pooled: Estimate  # baseline: the best constant (the test data's mean)
+    # The errors below are None only when not finite (an overflow: the inputs are finite).
+    rmse_pooled: Estimate | None
+    rmse: dict[str, Estimate | None]
+    mse_pooled: Estimate | None
+    mse_train_mean_pooled: Estimate | None  # baseline: predict the train mean
+    mse_best_constant_pooled: Estimate | None  # baseline: the best constant (the test mean)
     train_r2_pooled: float | None
     n_features: int
     n_train_episodes: int
@@ -188,7 +189,9 @@ def evaluate_probe(
     depth = settings.branch_depth
     if (branch_tokens is None) != (depth is None):
         raise ValueError("within-branch R² needs both branch_tokens and branch_depth")
-    branches = None if branch_tokens is None else branch_ids(branch_tokens, depth)
+    branches = None
+    if branch_tokens is not None and depth is not None:  # both or neither, checked above
+        branches = branch_ids(branch_tokens, depth)
     if branches is not None and branches.shape != x.shape[:2]:
         raise ValueError(f"branch_tokens cover {branches.shape}, representations {x.shape[:2]}")
 
@@ -239,7 +242,7 @@ def evaluate_probe(
         return out
 
     within = None
-    if branches is not None:
+    if branches is not None and depth is not None:  # depth is set whenever branches are
         sums = branch_sums(y[test], test_pred, branches[test])
         total = within_scores(sums.total())
         mean_square = (held_out**2).mean(axis=0)

@@ -47,7 +47,7 @@ commits: docs/performance.md (`bench/flagship_throughput.py compare` and `scale`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -63,7 +63,7 @@ from rl_harness.learners.models.model_config import config_bool, config_int
 from rl_harness.learners.models.spaces import flat_feature_dim, flat_features
 
 
-def _prev_action_dim(space: gym.Space) -> int:
+def _prev_action_dim(space: gym.Space[Any]) -> int:
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
@@ -97,8 +97,8 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             )
         config_int(config, "max_seq_len")  # checked here; RLlib reads it from model_config
         self.use_prev_action = config_bool(config, "prev_action", True)
-        self.obs_dim = flat_feature_dim(self.observation_space)
-        self.action_dim = _prev_action_dim(self.action_space) if self.use_prev_action else 0
+        self.obs_dim = flat_feature_dim(self._observation_space())
+        self.action_dim = _prev_action_dim(self._action_space()) if self.use_prev_action else 0
         d_model = config_int(config, "d_model", 64)
         context = config_int(config, "context", 64)
         if context < 2:
@@ -130,17 +130,20 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         return self.action_dim
 
     def input_parameters(self) -> list[torch.nn.Parameter]:
-        return [self.transformer.embed.weight]
+        # nn.Linear's weight is a Parameter (typed as Tensor by torch).
+        return [cast(torch.nn.Parameter, self.transformer.embed.weight)]
 
     def _inputs(self, batch: dict[str, Any]) -> torch.Tensor:
         obs = batch[Columns.OBS]
-        if obs.dim() != 2 + len(self.observation_space.shape):
+        space = self._observation_space()
+        obs_shape = space.shape or ()
+        if obs.dim() != 2 + len(obs_shape):
             raise ValueError(
                 f"{type(self).__name__} expects obs of shape (B, T, "
-                f"*{self.observation_space.shape}) or, one step per row, (B, "
-                f"*{self.observation_space.shape}), got {tuple(obs.shape)}"
+                f"*{space.shape}) or, one step per row, (B, "
+                f"*{space.shape}), got {tuple(obs.shape)}"
             )
-        features = flat_features(obs, self.observation_space, 2)
+        features = flat_features(obs, space, 2)
         if not self.use_prev_action:
             return features
         if PREV_ACTIONS not in batch:
@@ -153,10 +156,13 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         return torch.cat((features, prev.reshape(*features.shape[:2], self.action_dim)), -1)
 
     def representation(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        if batch[Columns.OBS].dim() == 1 + len(self.observation_space.shape):
+        if batch[Columns.OBS].dim() == 1 + len(self._observation_space().shape or ()):
             # No time dim: one step per row (the acting batches store_kv_steps builds).
             return self.encode_step(batch)
-        return self.transformer(self._inputs(batch), self._state_in(batch))
+        out: tuple[torch.Tensor, dict[str, torch.Tensor]] = self.transformer(
+            self._inputs(batch), self._state_in(batch)
+        )
+        return out
 
     def _state_in(self, batch: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         state = batch.get(Columns.STATE_IN)
