@@ -45,9 +45,9 @@ dirty = subprocess.run(
 (run_dir / "analysis_rerun.json").write_text(
     json.dumps(
         {
-            "why": "the in-run analysis failed at its interventions stage (error.txt: warm-up actions "
-            "of 256 episodes replayed with 64 episodes' observations); training had completed "
-            "and every checkpoint was kept",
+            "why": "the in-run analysis failed at its interventions stage (error.txt: warm-up "
+            "actions of 256 episodes replayed with 64 episodes' observations); training had "
+            "completed and every checkpoint was kept",
             "analysis_library_commit": commit.strip(),
             "src_uncommitted_changes": bool(dirty.strip()),
             "training_library_commit": reopened.record.manifest.get("library", {}).get("commit")
