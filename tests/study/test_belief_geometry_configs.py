@@ -208,7 +208,13 @@ def test_each_leaf_is_the_spec_but_for_what_it_states(leaf, plan_name):
         model_config = own.rl_module_spec.model_config
         assert model_config == spec.MODEL_CONFIG | {"next_token_aux/num_classes": 3}
         assert own.learner_config_dict == {"next_token_aux/weight": module.AUX_WEIGHT}
-    assert synthesis.TRAINING_LEAVES == ("reward_only", "next_token_aux", "belief_observation")
+    assert synthesis.TRAINING_LEAVES == (
+        "reward_only",
+        "next_token_aux",
+        "belief_observation",
+        "reward_only_memory",
+        "next_token_aux_memory",
+    )
 
 
 @pytest.mark.parametrize("plan_name", ["SMOKE", "CPU", "FULL"])

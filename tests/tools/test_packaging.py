@@ -43,5 +43,6 @@ def test_ci_lints_beside_the_tests():
     assert steps == [
         "python3 -m uv run ruff check .",
         "python3 -m uv run ruff format --check .",
+        "python3 -m uv run mypy  # strict on src/rl_harness ([tool.mypy] in pyproject.toml)",
         'python3 -m uv run pytest -q -m "not slow"',
     ]
