@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -228,6 +228,24 @@ class Rollouts:
     @property
     def episode_steps(self) -> int:
         return int(self.representations.shape[1])
+
+    def head(self, n_episodes: int, steps: int | None = None) -> Rollouts:
+        """The first `n_episodes` episodes and (when given) first `steps` recorded steps;
+        every per-episode array is cut alike (warm-up arrays by episode only, kept whole in
+        steps), so a replay pairs each observation with the action it read."""
+        if n_episodes > self.n_episodes or (steps or 0) > self.episode_steps:
+            raise ValueError(
+                f"asked for {n_episodes} episodes x {steps} steps; the rollouts hold "
+                f"{self.n_episodes} x {self.episode_steps}"
+            )
+        t = slice(None) if steps is None else slice(steps)
+        stepped = ("observations", "representations", "targets", "actions", "rewards")
+        cut: dict[str, Any] = {name: getattr(self, name)[:n_episodes, t] for name in stepped}
+        for name in ("episode_ids", "episode_seeds", "warmup_observations", "warmup_actions"):
+            value = getattr(self, name)
+            cut[name] = None if value is None else value[:n_episodes]
+        cut["side"] = {name: value[:n_episodes, t] for name, value in self.side.items()}
+        return replace(self, **cut)
 
     def mean_reward_per_step(self) -> float:
         return float(self.rewards.mean())

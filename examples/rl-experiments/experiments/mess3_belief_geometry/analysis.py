@@ -215,16 +215,6 @@ def checkpoint_schedule(plan: Budget) -> CheckpointSchedule:
     )
 
 
-def _first_episodes(rollouts: Rollouts, n: int) -> Rollouts:
-    """The first n episodes of `rollouts` (all arrays cut alike)."""
-    cut = {
-        field.name: getattr(rollouts, field.name)[:n]
-        for field in dataclasses.fields(rollouts)
-        if isinstance(getattr(rollouts, field.name), np.ndarray)
-    }
-    return dataclasses.replace(rollouts, **cut)
-
-
 class StageClock:
     """The analysis' stages, timed: one console line when each starts and one when it ends
     (with its seconds), `say` for lines within a stage; `seconds` {stage: s} in order.
@@ -585,7 +575,7 @@ def _probe_over_training(
     if len(pairs) < 2:
         return {"checkpoints": [], "skipped": f"{len(pairs)} local checkpoint(s) with env steps"}
     n = min(plan.training_probe_episodes, greedy.n_episodes)
-    subset = _first_episodes(greedy, n)
+    subset = greedy.head(n)
     say(f"probes over training: {len(pairs)} checkpoints, {n} episodes replayed through each")
     probes = probe_checkpoints(
         pairs,

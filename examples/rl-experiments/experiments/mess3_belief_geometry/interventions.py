@@ -76,16 +76,7 @@ def intervention_rollouts(rollouts: Rollouts, plan: Budget) -> Rollouts:
             f"the interventions use {n} episodes x {steps} steps; the rollouts hold "
             f"{rollouts.n_episodes} x {rollouts.episode_steps}"
         )
-    stepped = ("observations", "representations", "targets", "actions", "rewards")
-    cut: dict[str, Any] = {name: getattr(rollouts, name)[:n, :steps] for name in stepped}
-    cut |= {name: getattr(rollouts, name)[:n] for name in ("episode_ids", "episode_seeds")}
-    # Every per-episode array is cut, the warm-up's actions too: a replay of a module that
-    # reads its previous action pairs them with the warm-up observations row by row.
-    for name in ("warmup_observations", "warmup_actions"):
-        if getattr(rollouts, name) is not None:
-            cut[name] = getattr(rollouts, name)[:n]
-    cut["side"] = {name: value[:n, :steps] for name, value in rollouts.side.items()}
-    return dataclasses.replace(rollouts, **cut)
+    return rollouts.head(n, steps)  # every per-episode array, the warm-up actions too
 
 
 def run_interventions(
