@@ -69,7 +69,7 @@ def test_backfill_from_a_named_checkpoint_writes_the_in_run_record(tmp_path):
     )
     in_run = incremental.measure(
         greedy,
-        replay_rollouts(control, greedy),
+        replay_rollouts(control, greedy, steps_per_call=probing.REPLAY_STEPS),
         agent=probe,
         branchings=branching.labels,
         layout=layout,

@@ -39,6 +39,8 @@ tokens_actions_2}, n_bootstrap, confidence}.
     incremental_r2    memory beyond a window (incremental.py: its docstring has the schema):
                       per k, R² of the window alone, with the agent's and with the untrained
                       module's read-out, b - a and b - c with intervals and Holm p
+    incremental_r2_sampled  the same test on the agent's sampled rollouts (its own probe and
+                      action branches there; the untrained module replays them)
     layers            [{name: embed | block_1.. | final_norm, n_features, r2_pooled,
                       within_branch_r2_pooled}]
     training          {n_episodes, data, checkpoints [{env_steps, checkpoint, r2_pooled,
@@ -128,6 +130,8 @@ STAGES = {
     "and observation probes, window MLPs on the last k tokens and actions and on tokens only",
     "incremental_r2": "memory beyond a window: window MLPs alone, with the agent's and with the "
     "untrained module's read-out",
+    "incremental_r2_sampled": "the same on the agent's sampled rollouts (the untrained module "
+    "replayed on them)",
     "layers": "a probe of every residual",
     "over_training": "checkpoints loaded, the first greedy episodes replayed through each",
     "controls_by_data": "every control on the belief-MDP and random data",
@@ -406,6 +410,14 @@ def _analyze(
             say=say,
         )
 
+    # The same test on the sampled rollouts: the policy the agent trained and is scored with
+    # (at the memory point its greedy policy earns a fraction of its sampled one).
+    with clock.stage("incremental_r2_sampled", "the same on the agent's sampled rollouts"):
+        untrained_sampled = replay_rollouts(control, sampled, steps_per_call=steps)
+        incremental_sampled = incremental.measure_sampled(
+            sampled, untrained_sampled, layout=layout, plan=plan, seed=context.seed, say=say
+        )
+
     with clock.stage("layers", "a probe of every residual (the agent probe's split)"):
         layers = probe_named(
             residuals,
@@ -492,6 +504,7 @@ def _analyze(
         | {"best_window_k": scored.best_window_k},
         "windows": windows.to_dict(),
         incremental.KEY: incremental_record,
+        incremental.KEY_SAMPLED: incremental_sampled,
         "layers": layers.table(),
         "training": training,
         controls.KEY: by_data,
@@ -611,8 +624,9 @@ def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
         out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
     if controls.KEY in record:
         out[controls.KEY] = controls.headline(record[controls.KEY])
-    if incremental.KEY in record:
-        out[incremental.KEY] = incremental.headline(record[incremental.KEY])
+    for key in (incremental.KEY, incremental.KEY_SAMPLED):
+        if key in record:
+            out[key] = incremental.headline(record[key])
     return out
 
 

@@ -2,7 +2,7 @@
 in-run and for finished runs.
 
     uv run python -m experiments.mess3_belief_geometry.incremental RESULTS_RUN_DIR \
-        [--checkpoint CHECKPOINT] [--overwrite] [--any-status]
+        [--checkpoint CHECKPOINT] [--policy greedy|sample] [--overwrite] [--any-status]
 
 On the agent's own greedy rollouts (the analysis' rollout settings, `probing.rollout_settings`)
 and the agent probe's split and resamples: for k = 1..window_k_max (6 at the CPU budget),
@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from experiments.mess3_belief_geometry import controls, probing
+from experiments.mess3_belief_geometry import controls, probing, task
 from rl_harness import write_json
 from rl_harness.analysis import (
     ProbeEvaluation,
     Rollouts,
     RunArtifacts,
+    collect_rollouts,
     evaluate_probe,
     incremental_r2,
     load_module,
@@ -50,11 +51,21 @@ from rl_harness.analysis import (
 from rl_harness.seeding import stream_seed
 
 INCREMENTAL_SCHEMA_VERSION = 1
-KEY = "incremental_r2"  # in probe_metrics.json and result.json
+KEY = "incremental_r2"  # in probe_metrics.json and result.json: on the greedy rollouts
+# The same test on the agent's sampled rollouts: the policy it trained and is scored with.
+# Where the greedy policy earns far less than the sampled one (the memory point: 0.11 against
+# 0.62 per step), the greedy rollouts visit states the trained policy rarely reaches; which
+# data the reading rests on is a choice that can change it, so both are recorded.
+KEY_SAMPLED = "incremental_r2_sampled"
 DATA = (
     "the trained agent's greedy rollouts (its own actions), the analysis' episodes; the "
     "untrained module replays the same observations"
 )
+DATA_SAMPLED = (
+    "the trained agent's sampled rollouts (its own sampled actions, the analysis' episodes and "
+    "seeds); the untrained module replays the same observations"
+)
+KEYS = {"greedy": KEY, "sample": KEY_SAMPLED}
 INPUTS = (
     "per step, the observation's visible-token and previous-executed-action parts: exactly "
     "what the agent read (never the belief), warm-up steps as history"
@@ -85,9 +96,11 @@ def measure(
     layout: Any,
     plan: Any,
     say: Any = print,
+    data: str = DATA,
 ) -> dict[str, Any]:
-    """The `incremental_r2` record on the agent's greedy `rollouts` (its probe `agent`, the
-    branchings {name: (E, T) labels}) with the untrained module's replayed features."""
+    """The `incremental_r2` record on the agent's `rollouts` (greedy unless `data` says
+    otherwise; its probe `agent`, the branchings {name: (E, T) labels}) with the untrained
+    module's replayed features."""
     parts = np.r_[layout.tokens, layout.actions]  # what the agent read, never the belief
     ks = list(range(1, plan.window_k_max + 1))
     say(f"incremental R²: windows k = 1..{ks[-1]} alone, with the agent's, with the untrained's")
@@ -104,13 +117,45 @@ def measure(
     )
     return {
         "schema_version": INCREMENTAL_SCHEMA_VERSION,
-        "data": DATA,
+        "data": data,
         "inputs": INPUTS,
         "n_episodes": rollouts.n_episodes,
         "episode_steps": rollouts.episode_steps,
         "branchings": sorted(branchings),
         "table": table.to_dict(),
     }
+
+
+def measure_sampled(
+    sampled: Rollouts,
+    untrained_features: np.ndarray,
+    *,
+    layout: Any,
+    plan: Any,
+    seed: int,
+    say: Any = print,
+) -> dict[str, Any]:
+    """The incremental test on the agent's sampled rollouts (`KEY_SAMPLED`): its own probe of
+    the agent's representation on them (the analysis' probe settings and seed, so its split
+    and resamples are those of the greedy probe's episode indices) and its own action
+    branching; `untrained_features` is the untrained module replayed on `sampled`."""
+    agent = agent_probe(sampled, layout, plan, seed)
+    branching = controls.action_branching(
+        sampled.observations[..., layout.tokens],
+        sampled.observations[..., layout.actions],
+        agent.train_episodes,
+        agent.test_episodes,
+    )
+    return measure(
+        sampled,
+        untrained_features,
+        agent=agent,
+        branchings=branching.labels,
+        layout=layout,
+        plan=plan,
+        say=say,
+        data=DATA_SAMPLED,
+    )
 
 
 def headline(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,10 +193,15 @@ def backfill(
     overwrite: bool = False,
     any_status: bool = False,
     checkpoint: Path | None = None,
+    policy: str = "greedy",
 ) -> dict[str, Any] | None:
-    """Add `incremental_r2` to a finished run's probe_metrics.json and result.json, from its
-    final checkpoint or `checkpoint` (e.g. one reproduced from the run's record); return the
-    headline (None when the run already has it and `overwrite` is off)."""
+    """Add `incremental_r2` (policy "greedy") or `incremental_r2_sampled` (policy "sample") to
+    a finished run's probe_metrics.json and result.json, from its final checkpoint or
+    `checkpoint` (e.g. one reproduced from the run's record); return the headline (None when
+    the run already has it and `overwrite` is off)."""
+    if policy not in KEYS:
+        raise ValueError(f"policy must be one of {', '.join(KEYS)}, not {policy!r}")
+    key = KEYS[policy]
     run = RunArtifacts.open(results_dir)
     leaf = controls.leaf_of(run)
     if run.status != "completed" and not any_status:
@@ -161,8 +211,8 @@ def backfill(
         )
     metrics_path = run.results_dir / "probe_metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    if KEY in metrics and not overwrite:
-        print(f"{run.run_id}: probe_metrics.json has {KEY} (pass --overwrite to redo it)")
+    if key in metrics and not overwrite:
+        print(f"{run.run_id}: probe_metrics.json has {key} (pass --overwrite to redo it)")
         return None
     recipe = importlib.import_module(f"{controls.STUDY}.{leaf}.experiment")
     plan = controls.run_plan(recipe, (run.manifest or {}).get("options") or {})
@@ -178,41 +228,54 @@ def backfill(
         raise FileNotFoundError(f"no checkpoint at {checkpoint}")
     say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
     module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=controls.LEAVES[leaf])
+    # The run's own operating point (its budget's task_point): the memory leaves' env differs.
+    make_env = probing.probe_env_factory(controls.LEAVES[leaf], task.point_of(plan))
     env = make_env(1)
     layout, action_space = env.layout, env.single_action_space
     env.close()
     settings = probing.rollout_settings(plan, seed, make_env, action_space)
-    say(f"greedy rollouts ({plan.probe_episodes} episodes), the untrained module replaying them")
-    greedy = controls.data_set("agent_greedy", module, settings, plan)
+    say(f"{policy} rollouts ({plan.probe_episodes} episodes), the untrained module replaying them")
+    if policy == "greedy":
+        rollouts = controls.data_set("agent_greedy", module, settings, plan)
+    else:  # as analysis.py collects the sampled rollouts
+        rollouts = collect_rollouts(
+            module,
+            n_episodes=plan.probe_episodes,
+            episode_steps=plan.probe_steps,
+            policy="sample",
+            **settings,
+        )
     control = probing.untrained_module(
         recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
     )
-    untrained = replay_rollouts(control, greedy)
-    agent = agent_probe(greedy, layout, plan, seed)
-    branching = controls.action_branching(
-        greedy.observations[..., layout.tokens],
-        greedy.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
-    record = measure(
-        greedy,
-        untrained,
-        agent=agent,
-        branchings=branching.labels,
-        layout=layout,
-        plan=plan,
-        say=say,
-    )
+    untrained = replay_rollouts(control, rollouts, steps_per_call=probing.REPLAY_STEPS)
+    if policy == "greedy":
+        agent = agent_probe(rollouts, layout, plan, seed)
+        branching = controls.action_branching(
+            rollouts.observations[..., layout.tokens],
+            rollouts.observations[..., layout.actions],
+            agent.train_episodes,
+            agent.test_episodes,
+        )
+        record = measure(
+            rollouts,
+            untrained,
+            agent=agent,
+            branchings=branching.labels,
+            layout=layout,
+            plan=plan,
+            say=say,
+        )
+    else:
+        record = measure_sampled(rollouts, untrained, layout=layout, plan=plan, seed=seed, say=say)
     record["checkpoint"] = str(checkpoint)
     record["wall_time_s"] = round(time.perf_counter() - started, 3)
-    write_json(metrics_path, metrics | {KEY: record})
+    write_json(metrics_path, metrics | {key: record})
     top = headline(record)
     result_path = run.results_dir / "result.json"
     if result_path.exists():
-        write_json(result_path, json.loads(result_path.read_text()) | {KEY: top})
-    say(f"wrote {KEY} into probe_metrics.json and result.json")
+        write_json(result_path, json.loads(result_path.read_text()) | {key: top})
+    say(f"wrote {key} into probe_metrics.json and result.json")
     return top
 
 
@@ -221,11 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         name="incremental",
         description="Incremental R² over a window (k = 1..K; the agent's and the untrained "
-        f"module's read-outs beside the window) for finished runs: adds {KEY} to each run's "
-        "probe_metrics.json and result.json.",
+        f"module's read-outs beside the window) for finished runs: adds {KEY} (greedy "
+        f"rollouts) or, with --policy sample, {KEY_SAMPLED} to each run's probe_metrics.json "
+        "and result.json.",
         backfill=backfill,
         show=json.dumps,
         checkpoint=True,
+        policy=True,
     )
 
 

@@ -102,12 +102,14 @@ def backfill_main(
     backfill: Callable[..., Any],
     show: Callable[[Any], str] = str,
     checkpoint: bool = False,
+    policy: bool = False,
 ) -> int:
     """The command line of a backfill for finished runs (`python -m <study>.<name> RUN ...`):
     `backfill(path, overwrite=, any_status=)` per results folder on ANALYSIS_TORCH_THREADS,
     a one-line error per run it cannot do; exit 2 when any failed. With `checkpoint`, also
     `--checkpoint PATH` (one run: the checkpoint to read instead of the run's final one, e.g.
-    reproduced from its record), passed on as `backfill(..., checkpoint=)`."""
+    reproduced from its record), passed on as `backfill(..., checkpoint=)`. With `policy`,
+    also `--policy greedy|sample`, passed on as `backfill(..., policy=)`."""
     parser = argparse.ArgumentParser(
         prog=f"python -m experiments.mess3_belief_geometry.{name}", description=description
     )
@@ -123,8 +125,17 @@ def backfill_main(
             default=None,
             help="read this checkpoint instead of the run's final one (one run only)",
         )
+    if policy:
+        parser.add_argument(
+            "--policy",
+            choices=("greedy", "sample"),
+            default="greedy",
+            help="the agent's rollouts to read: greedy (default) or sampled actions",
+        )
     args = parser.parse_args(argv)
     extra = {}
+    if policy:
+        extra["policy"] = args.policy
     if checkpoint:
         if args.checkpoint is not None and len(args.runs) != 1:
             parser.error("--checkpoint names the checkpoint of one run: pass exactly one run")
