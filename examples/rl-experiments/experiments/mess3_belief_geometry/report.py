@@ -17,6 +17,7 @@ observed mean. A yardstick "worth m" is read only where the filter's R² rises w
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -590,6 +591,11 @@ INCREMENT_QUANTITIES = {
 }
 INCREMENT_SCORES = {"": "global", "_within_branch": "within tokens_2"}
 SOLVER_KEYS = ("belief_mdp", "stack_3", "stack_2", "memoryless")
+# result.json keys of the incremental test (incremental.KEY, incremental.KEY_SAMPLED; named
+# here so that reading records imports no torch) and the rollouts each reads.
+INCREMENTAL_KEY = "incremental_r2"
+INCREMENTAL_SAMPLED_KEY = "incremental_r2_sampled"
+ROLLOUTS = {INCREMENTAL_KEY: "greedy", INCREMENTAL_SAMPLED_KEY: "sampled"}
 
 
 def _empty(runs: Sequence[StudyRun]) -> str | None:
@@ -677,8 +683,8 @@ def _head(point: str | None, values: Mapping[str, Any]) -> str:
 def memory_returns_table(runs: Sequence[StudyRun]) -> str:
     """Return per step of each run against ITS point's solver values: the belief-MDP ceiling
     and the best stack-3 table found (with the solvers' convergence flags); across seeds per
-    arm, the mean and t-interval of return - stack-3 and its one-sided t-test (> 0), Holm
-    over the arms."""
+    arm and policy (greedy, sampled), the mean and t-interval of return - stack-3 and its
+    one-sided t-test (> 0), Holm over every arm under both policies (stack3_gap_tests)."""
     if (empty := _empty(runs)) is not None:
         return empty
     values = point_solver_values(runs)
@@ -688,46 +694,71 @@ def memory_returns_table(runs: Sequence[StudyRun]) -> str:
         f"{_head(one_point(runs), values)}: belief-MDP ceiling {_f(values['belief_mdp'], 4)}, "
         f"best stack-3 found {_f(values['stack_3'], 4)} (a search, not a proven optimum), "
         f"best stack-2 {_f(values['stack_2'], 4)}, best memoryless (stack-1) "
-        f"{_f(values['memoryless'], 4)}; solvers converged: {flags}. Greedy return per step "
-        "(each run's evaluation episodes):",
+        f"{_f(values['memoryless'], 4)}; solvers converged: {flags}. Return per step under "
+        "the greedy and the sampled policy (each run's evaluation episodes; the agent trained "
+        "and is scored with the sampled one):",
         "",
         "| arm | seed | run | greedy return per step | fraction of the ceiling | "
-        "- best stack-3 found | - best stack-2 | - best memoryless |",
-        "|---|---|---|---|---|---|---|---|",
+        "- best stack-3 found | - best stack-2 | - best memoryless | sampled return per step | "
+        "fraction of the ceiling | - best stack-3 found | - best stack-2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         value = run.result["return_per_step"]["greedy"]
+        sampled = run.result["return_per_step"].get("sampled")
+        sampled_cells = (
+            "- | - | - | -"
+            if sampled is None
+            else f"{_f(sampled, 4)} | {_f(sampled / values['belief_mdp'])} | "
+            f"{_f(sampled - values['stack_3'], 4, True)} | "
+            f"{_f(sampled - values['stack_2'], 4, True)}"
+        )
         lines.append(
             f"| {run.arm} | {run.seed} | `{run.run_id}` | {_f(value, 4)} | "
             f"{_f(value / values['belief_mdp'])} | {_f(value - values['stack_3'], 4, True)} | "
             f"{_f(value - values['stack_2'], 4, True)} | "
-            f"{_f(value - values['memoryless'], 4, True)} |"
+            f"{_f(value - values['memoryless'], 4, True)} | {sampled_cells} |"
         )
-    arms = _arms(runs)
-    gaps = {
-        arm: [
-            r.result["return_per_step"]["greedy"] - values["stack_3"] for r in runs if r.arm == arm
-        ]
-        for arm in arms
-    }
-    ps = [_one_sided_p(gaps[arm]) for arm in arms]
+    tests = stack3_gap_tests(runs, values)
     lines += [
         "",
-        f"Across seeds, return - best stack-3 found (mean [95% t-interval] (n), one-sided t-test "
-        f"p of mean > 0, Holm over the {len(arms)} arms):",
+        "Across seeds, return - best stack-3 found (mean [95% t-interval] (n), one-sided t-test "
+        f"p of mean > 0, Holm over the {len(tests)} tests: each arm under each policy):",
         "",
-        "| arm | return - stack-3 | p | p (Holm) |",
-        "|---|---|---|---|",
+        "| arm | policy | return - stack-3 | p | p (Holm) |",
+        "|---|---|---|---|---|",
     ]
-    for arm, p, p_holm in zip(arms, ps, holm_adjust(ps), strict=True):
-        test = seed_test(gaps[arm])
+    for (arm, policy), entry in tests.items():
+        test = seed_test(entry["gaps"])
         interval = (
             "" if test.low is None else f" [{_f(test.low, 4, True)}, {_f(test.high, 4, True)}]"
         )
         lines.append(
-            f"| {arm} | {_f(test.mean, 4, True)}{interval} ({test.n}) | {_p(p)} | {_p(p_holm)} |"
+            f"| {arm} | {policy} | {_f(test.mean, 4, True)}{interval} ({test.n}) | "
+            f"{_p(entry['p'])} | {_p(entry['p_holm'])} |"
         )
     return "\n".join(lines)
+
+
+def stack3_gap_tests(
+    runs: Sequence[StudyRun], values: Mapping[str, Any]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(arm, policy): {gaps, p, p_holm}}: each run's return per step under `policy` (greedy,
+    sampled) minus the best stack-3 table found; one-sided t-test p of mean > 0 across seeds,
+    Holm over the whole family (every arm under both policies)."""
+    tests: dict[tuple[str, str], dict[str, Any]] = {}
+    for arm in _arms(runs):
+        for policy in ("greedy", "sampled"):
+            gaps = [
+                r.result["return_per_step"][policy] - values["stack_3"]
+                for r in runs
+                if r.arm == arm and r.result["return_per_step"].get(policy) is not None
+            ]
+            tests[(arm, policy)] = {"gaps": gaps, "p": _one_sided_p(gaps)}
+    adjusted = holm_adjust([entry["p"] for entry in tests.values()])
+    for entry, p_holm in zip(tests.values(), adjusted, strict=True):
+        entry["p_holm"] = p_holm
+    return tests
 
 
 def _estimate(block: Mapping[str, Any], name: str) -> str:
@@ -740,15 +771,17 @@ def _estimate(block: Mapping[str, Any], name: str) -> str:
     )
 
 
-def memory_incremental_runs_table(runs: Sequence[StudyRun]) -> str:
+def memory_incremental_runs_table(runs: Sequence[StudyRun], key: str = INCREMENTAL_KEY) -> str:
     """Per run and k: the incremental test on the run's own held-out episodes (result.json
-    `incremental_r2`): R² of the window alone (a), b - a and b - c with their paired episode-
-    bootstrap intervals and the run's one-sided bootstrap p, Holm over k within the run."""
+    `key`: `incremental_r2` on its greedy rollouts, `incremental_r2_sampled` on its sampled
+    ones): R² of the window alone (a), b - a and b - c with their paired episode-bootstrap
+    intervals and the run's one-sided bootstrap p, Holm over k within the run."""
     if (empty := _empty(runs)) is not None:
         return empty
     one_point(runs)
     lines = [
-        "Per run (its held-out greedy episodes; a = the windows' MLP on the last k visible tokens "
+        f"Per run (its held-out {ROLLOUTS[key]} episodes; a = the windows' MLP on the last k "
+        "visible tokens "
         "and executed actions, b = a + the agent's representation, c = a + the untrained "
         "module's; b - a and b - c with 95% paired episode-bootstrap intervals; p: the run's "
         "one-sided bootstrap p, Holm over k within the run, as recorded):",
@@ -758,15 +791,15 @@ def memory_incremental_runs_table(runs: Sequence[StudyRun]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        headline = run.result.get("incremental_r2")
+        headline = run.result.get(key)
         if headline is None:
-            lines.append(f"| {run.arm} | {run.seed} | missing: no `incremental_r2` | | | | | | |")
+            lines.append(f"| {run.arm} | {run.seed} | missing: no `{key}` | | | | | | |")
             continue
-        for key in sorted(headline, key=lambda k: int(k[1:])):
-            block = headline[key]
+        for k_key in sorted(headline, key=lambda k: int(k[1:])):
+            block = headline[k_key]
             for suffix, score in INCREMENT_SCORES.items():
                 lines.append(
-                    f"| {run.arm} | {run.seed} | {key[1:]} | {score} | "
+                    f"| {run.arm} | {run.seed} | {k_key[1:]} | {score} | "
                     f"{_f(block.get(f'r2_window{suffix}'))} | "
                     f"{_estimate(block, f'agent_increment{suffix}')} | "
                     f"{_p(block.get(f'agent_increment{suffix}_p_holm'))} | "
@@ -776,27 +809,25 @@ def memory_incremental_runs_table(runs: Sequence[StudyRun]) -> str:
     return "\n".join(lines)
 
 
-def memory_increments(runs: Sequence[StudyRun]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """{arm: incremental_rows of its runs that have `incremental_r2`}."""
+def memory_increments(
+    runs: Sequence[StudyRun], key: str = INCREMENTAL_KEY
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """{arm: incremental_rows of its runs that have `key`}."""
     return {
-        arm: incremental_rows(
-            [
-                r.result["incremental_r2"]
-                for r in runs
-                if r.arm == arm and r.result.get("incremental_r2")
-            ]
-        )
+        arm: incremental_rows([r.result[key] for r in runs if r.arm == arm and r.result.get(key)])
         for arm in _arms(runs)
     }
 
 
-def memory_incremental_seeds_table(runs: Sequence[StudyRun]) -> str:
+def memory_incremental_seeds_table(runs: Sequence[StudyRun], key: str = INCREMENTAL_KEY) -> str:
     """Across seeds per arm and k: b - a and b - c, mean [t-interval], one-sided t-test p of
-    mean > 0, Holm over k = 1..K within each arm, quantity and score (named)."""
+    mean > 0, Holm over k = 1..K within each arm, quantity and score (named); on the rollouts
+    `key` names (ROLLOUTS)."""
     if (empty := _empty(runs)) is not None:
         return empty
     one_point(runs)
     lines = [
+        f"On each run's {ROLLOUTS[key]} rollouts. "
         "Across seeds (the seed is the unit): per arm and k, mean [95% t-interval] (n) of each "
         "run's b - a and b - c, the one-sided t-test p of mean > 0, and that p Holm-adjusted "
         "over k = 1..K within each arm, quantity and score (each family holds K tests):",
@@ -804,7 +835,9 @@ def memory_incremental_seeds_table(runs: Sequence[StudyRun]) -> str:
         "| arm | quantity | score | k | mean [95% t] (n) | p | p (Holm over k) | per seed |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for arm, table in memory_increments(runs).items():
+    if not any(run.result.get(key) for run in runs):
+        return "\n".join([*lines, f"| no run has `{key}` | | | | | | | |"])
+    for arm, table in memory_increments(runs, key).items():
         for name, rows in table.items():
             quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
             score = INCREMENT_SCORES[name[len(quantity) :]]
@@ -914,35 +947,29 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
         "agent_minus_control": "an increment beyond the untrained module's on the same window",
     }
     lines = [f"Computed from the tables above (shown: Holm p < {SHOWN_AT}):", ""]
-    for arm, table in memory_increments(runs).items():
-        for name, rows in table.items():
-            quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
-            score = INCREMENT_SCORES[name[len(quantity) :]]
-            not_shown, shown = _ks(rows, False), _ks(rows, True)
-            n = max((row["n"] for row in rows), default=0)
-            text = f"- `{arm}`, {score} ({n} seeds): {what[quantity]} is "
-            if not rows:
-                text += "not shown: no run has the incremental test"
-            elif not_shown:
-                text += f"not shown at k = {', '.join(map(str, not_shown))}"
-                text += f"; shown at k = {', '.join(map(str, shown))}" if shown else ""
-            else:
-                text += f"shown at every k ({', '.join(map(str, shown))})"
-            lines.append(text + ".")
+    for key, rollouts in ROLLOUTS.items():
+        for arm, table in memory_increments(runs, key).items():
+            for name, rows in table.items():
+                quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
+                score = INCREMENT_SCORES[name[len(quantity) :]]
+                not_shown, shown = _ks(rows, False), _ks(rows, True)
+                n = max((row["n"] for row in rows), default=0)
+                text = f"- `{arm}`, {score}, {rollouts} rollouts ({n} seeds): {what[quantity]} is "
+                if not rows or n == 0:
+                    text += f"not shown: no run has the test on its {rollouts} rollouts"
+                elif not_shown:
+                    text += f"not shown at k = {', '.join(map(str, not_shown))}"
+                    text += f"; shown at k = {', '.join(map(str, shown))}" if shown else ""
+                else:
+                    text += f"shown at every k ({', '.join(map(str, shown))})"
+                lines.append(text + ".")
     values = point_solver_values(runs)
-    arms = _arms(runs)
-    gaps = {
-        arm: [
-            r.result["return_per_step"]["greedy"] - values["stack_3"] for r in runs if r.arm == arm
-        ]
-        for arm in arms
-    }
-    adjusted = holm_adjust([_one_sided_p(gaps[arm]) for arm in arms])
-    for arm, p_holm in zip(arms, adjusted, strict=True):
+    for (arm, policy), entry in stack3_gap_tests(runs, values).items():
+        p_holm = entry["p_holm"]
         verdict = "shown" if p_holm is not None and p_holm < SHOWN_AT else "not shown"
         lines.append(
-            f"- `{arm}`: a return above the best stack-3 table found is {verdict} "
-            f"({len(gaps[arm])} seeds; Holm p {_p(p_holm)}, the returns table)."
+            f"- `{arm}`, {policy} policy: a return above the best stack-3 table found is "
+            f"{verdict} ({len(entry['gaps'])} seeds; Holm p {_p(p_holm)}, the returns table)."
         )
     for entry in memory_arm_tests(runs):
         shown = entry["p_holm"] is not None and entry["p_holm"] < SHOWN_AT
@@ -957,6 +984,12 @@ MEMORY_TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
     "memory_returns": memory_returns_table,
     "memory_incremental_runs": memory_incremental_runs_table,
     "memory_incremental_seeds": memory_incremental_seeds_table,
+    "memory_incremental_sampled_runs": functools.partial(
+        memory_incremental_runs_table, key=INCREMENTAL_SAMPLED_KEY
+    ),
+    "memory_incremental_sampled_seeds": functools.partial(
+        memory_incremental_seeds_table, key=INCREMENTAL_SAMPLED_KEY
+    ),
     "memory_arms": memory_arms_table,
     "memory_not_shown": memory_not_shown,
 }

@@ -1,0 +1,86 @@
+"""The memory point read on the agent's sampled rollouts beside its greedy ones: the sampled
+tables read `incremental_r2_sampled` (never the greedy record), the returns table tests both
+policies' return against the best stack-3 table with Holm over every arm and policy, and
+"not shown" names the rollouts each line rests on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from experiments.mess3_belief_geometry import incremental, report
+from scipy import stats
+
+from rl_harness.analysis import holm_adjust
+from tests.study.test_belief_geometry_report import memory_runs  # noqa: F401 (fixture)
+
+
+def test_the_report_names_the_incremental_records_the_study_writes() -> None:
+    # report.py reads records without importing torch, so it spells the keys itself.
+    assert report.INCREMENTAL_KEY == incremental.KEY
+    assert report.INCREMENTAL_SAMPLED_KEY == incremental.KEY_SAMPLED
+
+
+def _with_sampled(run: report.StudyRun, seed: int, shift: float) -> report.StudyRun:
+    """The run as seed `seed`, with a sampled record: its greedy headline with every b - a
+    moved by `shift` (so the sampled tables must differ from the greedy ones) and a sampled
+    return of 0.70 + 0.01 * seed."""
+    sampled = json.loads(json.dumps(run.result[incremental.KEY]))
+    for block in sampled.values():
+        block["agent_increment"]["value"] += shift * (1 + 0.1 * seed)
+    returns = dict(run.result["return_per_step"]) | {"sampled": 0.70 + 0.01 * seed}
+    result = dict(run.result) | {incremental.KEY_SAMPLED: sampled, "return_per_step": returns}
+    return dataclasses.replace(run, seed=seed, result=result)
+
+
+def test_sampled_tables_read_the_sampled_record(memory_runs) -> None:  # noqa: F811
+    base = memory_runs[0]
+    runs = [_with_sampled(base, seed, 0.5) for seed in (0, 1, 2)]
+    per_run = report.memory_incremental_runs_table(runs, key=report.INCREMENTAL_SAMPLED_KEY)
+    greedy_per_run = report.memory_incremental_runs_table(runs)
+    assert "held-out sampled episodes" in per_run and "held-out greedy episodes" in greedy_per_run
+    k1 = runs[1].result[incremental.KEY_SAMPLED]["k1"]["agent_increment"]["value"]
+    assert f"| {base.arm} | 1 | 1 | global | " in per_run
+    assert f"{k1:+.3f} [" in per_run and f"{k1:+.3f} [" not in greedy_per_run
+    across = report.memory_incremental_seeds_table(runs, key=report.INCREMENTAL_SAMPLED_KEY)
+    values = [r.result[incremental.KEY_SAMPLED]["k1"]["agent_increment"]["value"] for r in runs]
+    p = float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+    label = report.INCREMENT_QUANTITIES["agent_increment"]
+    line = next(
+        line
+        for line in across.splitlines()
+        if line.startswith(f"| {base.arm} | {label} | global | 1 | ")
+    )
+    assert f"{sum(values) / 3:+.3f} [" in line and f"| {report._p(p)} |" in line
+    # No run with the sampled record: the table says so instead of printing an empty table.
+    without = {k: v for k, v in base.result.items() if k != incremental.KEY_SAMPLED}
+    empty = report.memory_incremental_seeds_table(
+        [dataclasses.replace(base, result=without)], key=report.INCREMENTAL_SAMPLED_KEY
+    )
+    assert "| no run has `incremental_r2_sampled` |" in empty
+
+
+def test_returns_are_tested_under_both_policies_with_one_holm_family(memory_runs) -> None:  # noqa: F811
+    base = memory_runs[0]
+    runs = [_with_sampled(base, seed, 0.0) for seed in (0, 1, 2)]
+    values = report.point_solver_values(runs)
+    tests = report.stack3_gap_tests(runs, values)
+    assert list(tests) == [(base.arm, "greedy"), (base.arm, "sampled")]
+    sampled_gaps = [0.70 + 0.01 * s - values["stack_3"] for s in (0, 1, 2)]
+    assert tests[(base.arm, "sampled")]["gaps"] == pytest.approx(sampled_gaps)
+    ps = [t["p"] for t in tests.values()]
+    assert ps[1] == pytest.approx(
+        float(stats.ttest_1samp(sampled_gaps, 0.0, alternative="greater").pvalue)
+    )
+    assert [t["p_holm"] for t in tests.values()] == holm_adjust(ps)
+    table = report.memory_returns_table(runs)
+    assert "Holm over the 2 tests: each arm under each policy" in table
+    assert f"| {base.arm} | sampled | " in table
+    row = next(line for line in table.splitlines() if line.startswith(f"| {base.arm} | 2 |"))
+    assert (
+        f"| 0.7200 | {0.72 / values['belief_mdp']:.3f} | {0.72 - values['stack_3']:+.4f} |" in row
+    )
+    text = report.memory_not_shown(runs)
+    assert f"- `{base.arm}`, sampled policy: a return above the best stack-3" in text
+    assert f"- `{base.arm}`, global, sampled rollouts (3 seeds)" in text
