@@ -459,9 +459,10 @@ def runs_table(runs: Sequence[StudyRun], actions: bool = True) -> str:
     permutation p and training time. `actions`: the tokens+actions branching's columns
     (recorded from the runs with action branches on)."""
     head = (
-        "| arm | seed | run id | greedy | sampled | fraction (greedy) | probe R² | within-branch R² "
-        "| untrained replayed, within | agent - untrained, within [95%] | best window k=2, "
-        "within | agent - best window, within [95%] (k) | window reaches the agent at k |"
+        "| arm | seed | run id | greedy | sampled | fraction (greedy) | probe R² "
+        "| within-branch R² | untrained replayed, within | agent - untrained, within [95%] "
+        "| best window k=2, within | agent - best window, within [95%] (k) "
+        "| window reaches the agent at k |"
     )
     if actions:
         head += (
@@ -473,8 +474,9 @@ def runs_table(runs: Sequence[StudyRun], actions: bool = True) -> str:
     for run in runs:
         r = run.result
         row = (
-            f"| {run.arm} | {run.seed} | `{run.run_id}` | {_f(r['return_per_step']['greedy'], 4)} "
-            f"| {_f(r['return_per_step']['sampled'], 4)} | {_f(r['fraction_of_belief_mdp']['greedy'])} "
+            f"| {run.arm} | {run.seed} | `{run.run_id}` "
+            f"| {_f(r['return_per_step']['greedy'], 4)} | {_f(r['return_per_step']['sampled'], 4)} "
+            f"| {_f(r['fraction_of_belief_mdp']['greedy'])} "
             f"| {_f(r['probe_r2'])} | {_f(r['probe_r2_within_branch'])} "
             f"| {_f(r['untrained_r2_within_branch'])} "
             f"| {_bracket(_difference(run, 'agent_minus_untrained_module'))} "
@@ -483,13 +485,12 @@ def runs_table(runs: Sequence[StudyRun], actions: bool = True) -> str:
             f"| {_k(r['window_reaches_agent_within_branch_at_k'])} |"
         )
         if actions:
+            gain = _difference(run, "agent_minus_untrained_module", "tokens_actions_2")
             row += (
                 f" {_f(r['probe_r2_within_action_branch'])} ({r['action_branches_added']}) "
-                f"| {_bracket(_difference(run, 'agent_minus_untrained_module', 'tokens_actions_2'))} |"
+                f"| {_bracket(gain)} |"
             )
-        lines.append(
-            row + f" {_f(r['within_branch_permutation_p_value'], 4)} | {_training(run)} |"
-        )
+        lines.append(row + f" {_f(r['within_branch_permutation_p_value'], 4)} | {_training(run)} |")
     return "\n".join(lines)
 
 
@@ -564,7 +565,8 @@ def controls_by_data_table(runs: Sequence[StudyRun]) -> str:
             tks = [p["best_tokens_window_k"] for p in probes]
             best = [b["window_r2_within_branch"][f"k{k}"] for b, k in zip(blocks, ks, strict=True)]
             tokens = [
-                b["tokens_window_r2_within_branch"][f"k{k}"] for b, k in zip(blocks, tks, strict=True)
+                b["tokens_window_r2_within_branch"][f"k{k}"]
+                for b, k in zip(blocks, tks, strict=True)
             ]
             lines.append(
                 f"| {arm} | `{data}` | {_mean_interval([b['return_per_step'] for b in blocks], 4)} "
@@ -1261,9 +1263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
     return readme_main(
         README,
-        lambda: blocks(load_runs(ORIGINAL_INIT_RUNS))
-        | earlier_blocks(load_runs(EARLIER_RUNS))
-        | memory_blocks(load_runs(MEMORY_RUNS)),
+        lambda: (
+            blocks(load_runs(ORIGINAL_INIT_RUNS))
+            | earlier_blocks(load_runs(EARLIER_RUNS))
+            | memory_blocks(load_runs(MEMORY_RUNS))
+        ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
     )
