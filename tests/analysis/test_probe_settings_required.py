@@ -5,6 +5,10 @@ touched, so the placeholders below are never read)."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -52,3 +56,26 @@ def test_the_compatibility_function_is_gone_and_a_record_still_works() -> None:
     evaluation = evaluate_probe(X, Y, settings)
     assert evaluation.settings is settings
     assert evaluation.report.r2_pooled.value == pytest.approx(1.0, abs=1e-9)
+
+
+ENTRY_POINTS = set(CALLS)
+PROBE_FIELDS = {field.name for field in dataclasses.fields(ProbeSettings)} | {"branch_k"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_caller_in_the_repository_passes_loose_probe_keywords() -> None:
+    """Every call of an entry point in src/, the experiment repo and the tests hands over a
+    ProbeSettings (a merge that brings back a loose call fails here, not in a study run)."""
+    loose = []
+    for folder in ("src", "examples", "tests", "bench", "tools"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if ".venv" in path.parts or path == Path(__file__).resolve():
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name in ENTRY_POINTS and any(k.arg in PROBE_FIELDS for k in node.keywords):
+                    loose.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert not loose, f"loose probe keywords in: {loose}"
