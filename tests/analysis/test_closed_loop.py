@@ -11,6 +11,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl_harness.analysis import (
+    ProbeSettings,
     RunArtifacts,
     ablate_rollouts,
     ablation_preprocess,
@@ -197,16 +198,15 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
             "by_guess": {str(a): [float(counts[a]), np.float32(a)] for a in range(3)},
         }
 
-    options = {"n_bootstrap": 20, "branch_k": 1}
+    settings = ProbeSettings(seed=1, n_bootstrap=20, branch_depth=1)
     lines: list[str] = []
     probes = probe_checkpoints_closed_loop(
         checkpoint_pairs,
         collect,
-        seed=1,
+        settings,
         branch_tokens=lambda r: r.observations.argmax(-1),
         score=score,
         progress=lines.append,
-        **options,
     )
     assert len(lines) == len(checkpoint_pairs) and lines[-1].startswith(
         f"checkpoint {len(checkpoint_pairs)}/{len(checkpoint_pairs)} at "
@@ -217,9 +217,8 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
     report = evaluate_probe(
         own.representations,
         own.targets,
-        seed=1,
+        settings,
         branch_tokens=own.observations.argmax(-1),
-        **options,
     ).report
     assert probes[-1].r2_pooled == report.r2_pooled
     # The whole report is kept, with what a study reads beside the two R² values.
@@ -238,7 +237,7 @@ def test_each_checkpoint_is_probed_on_its_own_rollouts(checkpoint_pairs):
     first_rollouts = collect(load_module(checkpoint_pairs[0][1]))
     assert not np.array_equal(first_rollouts.observations, own.observations)
     fixed = probe_checkpoints(
-        checkpoint_pairs, own, seed=1, branch_tokens=own.observations.argmax(-1), **options
+        checkpoint_pairs, own, settings, branch_tokens=own.observations.argmax(-1)
     )
     assert fixed[-1].r2_pooled == probes[-1].r2_pooled
     assert fixed[0].r2_pooled != probes[0].r2_pooled

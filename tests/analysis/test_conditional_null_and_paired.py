@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     conditional_permutation_null,
     evaluate_probe,
     held_out_scores,
@@ -92,11 +93,8 @@ def test_evaluate_probe_runs_the_conditional_null_on_its_branches():
     evaluation = evaluate_probe(
         features,
         beliefs,
-        seed=0,
-        n_bootstrap=20,
+        ProbeSettings(seed=0, n_bootstrap=20, branch_depth=1, n_within_permutations=9),
         branch_tokens=tokens,
-        branch_k=1,
-        n_within_permutations=9,
     )
     within = evaluation.report.within_branch
     assert within.permutation.p_value == pytest.approx(0.1)  # the floor 1 / (9 + 1)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     WindowRegressor,
     branch_ids,
     compare_with_windows,
@@ -29,7 +30,7 @@ def process():
     # Emissions of accuracy 0.7: the belief depends on tokens older than any short window.
     inputs, beliefs, history = controlled_process(0.7, 40, 64, 8, seed=11)
     noise = np.random.default_rng(3).normal(scale=0.02, size=beliefs.shape)
-    agent = evaluate_probe(beliefs + noise, beliefs, seed=2, n_bootstrap=200)
+    agent = evaluate_probe(beliefs + noise, beliefs, ProbeSettings(seed=2, n_bootstrap=200))
     branches = {"tokens_2": branch_ids(inputs[..., :3], 2)}
     return inputs, beliefs, history, agent, branches
 

@@ -14,6 +14,7 @@ import torch
 
 from rl_harness.analysis import (
     BeliefEdit,
+    ProbeSettings,
     Rollouts,
     belief_interventions,
     corner_beliefs,
@@ -322,7 +323,9 @@ def test_the_carried_state_is_the_unedited_one(name):
     module, rollouts = _greedy(name)
     layer = "block_1" if name == "transformer" else "representation"
     features = (
-        probe_layers(module, rollouts, seed=0, n_bootstrap=10) if name == "transformer" else None
+        probe_layers(module, rollouts, ProbeSettings(seed=0, n_bootstrap=10))
+        if name == "transformer"
+        else None
     )
     if features is not None:
         probe = features.evaluations[layer].probe
@@ -375,7 +378,11 @@ def test_the_unedited_read_is_replays(name):
 
 def test_a_carried_edit_changes_later_steps_only():
     module, rollouts = _greedy("transformer")
-    probe = probe_layers(module, rollouts, seed=0, n_bootstrap=10).evaluations["block_1"].probe
+    probe = (
+        probe_layers(module, rollouts, ProbeSettings(seed=0, n_bootstrap=10))
+        .evaluations["block_1"]
+        .probe
+    )
     edit = {
         "corners": BeliefEdit(targets=corner_beliefs(rollouts.targets, np.random.default_rng(0)))
     }

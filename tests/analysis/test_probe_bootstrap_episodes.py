@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rl_harness.analysis import ProbeSettings
 from rl_harness.analysis.probes import evaluate_probe
 from rl_harness.analysis.probes.affine import fit_affine
 from rl_harness.analysis.probes.bootstrap import bootstrap_weights, estimates
@@ -41,7 +42,11 @@ def _intervals(sums, n_units: int, rng) -> tuple[float, float, float]:
 def test_probe_intervals_are_the_episode_bootstrap():
     x, y = correlated_episodes()
     report = evaluate_probe(
-        x, y, seed=SEED, n_bootstrap=N_BOOT, confidence=CONFIDENCE, test_fraction=TEST_FRACTION
+        x,
+        y,
+        ProbeSettings(
+            seed=SEED, n_bootstrap=N_BOOT, confidence=CONFIDENCE, test_fraction=TEST_FRACTION
+        ),
     ).report
 
     # The correct computation, step by step: episode split, fit, per-episode sums,

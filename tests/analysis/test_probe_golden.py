@@ -2,10 +2,11 @@
 compared with the values stored in tests/analysis/data/probe_golden.json.
 
 The stored values were computed before the probe code was consolidated (one ridge solver,
-one within-branch R², one settings record: issue 41), with the keyword arguments the
-experiments still pass; the same reports through `ProbeSettings` must give the same
-numbers. A change of solver moves values by rounding only (measured: below 1e-13), so the
-tolerance is 1e-10, loose enough for another BLAS and tight enough for any real change.
+one within-branch R², one settings record: issue 41), with the loose keyword arguments the
+experiments then passed; the same reports through `ProbeSettings`, the only way left since
+the loose path was removed (issue 48 item 5), must give the same numbers. A change of
+solver moves values by rounding only (measured: below 1e-13), so the tolerance is 1e-10,
+loose enough for another BLAS and tight enough for any real change.
 Regenerate (only after a deliberate change of the numbers):
 `python tests/analysis/test_probe_golden.py --write`.
 """
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     evaluate_probe,
     fit_affine,
     memory_yardstick,
@@ -34,16 +36,17 @@ from rl_harness.analysis.probes import branch_ids
 
 GOLDEN = Path(__file__).parent / "data" / "probe_golden.json"
 TOLERANCE = 1e-10
-OPTIONS = {
-    "seed": 7,
-    "ridge": 1e-3,
-    "test_fraction": 0.25,
-    "n_bootstrap": 40,
-    "branch_k": 2,
-    "n_permutations": 15,
-    "n_within_permutations": 15,
-    "target_names": ["a", "b", "c"],
-}
+# The protocol the golden values were computed with (then as loose keywords).
+SETTINGS = ProbeSettings(
+    seed=7,
+    ridge=1e-3,
+    test_fraction=0.25,
+    n_bootstrap=40,
+    branch_depth=2,
+    n_permutations=15,
+    n_within_permutations=15,
+)
+TARGET_NAMES = ["a", "b", "c"]
 
 
 def inputs() -> dict[str, np.ndarray]:
@@ -67,14 +70,17 @@ def inputs() -> dict[str, np.ndarray]:
 
 
 def reports() -> dict[str, Any]:
-    """Every entry point's record on `inputs()`, through the keyword options."""
+    """Every entry point's record on `inputs()`, under `SETTINGS`."""
     data = inputs()
     x, y, onehot = data["features"], data["targets"], data["onehot"]
-    options = dict(OPTIONS)
-    agent = evaluate_probe(x, y, branch_tokens=onehot, **options)
-    plain = evaluate_probe(x, y, seed=1, n_bootstrap=30, n_permutations=12)  # ridge 0
+    agent = evaluate_probe(x, y, SETTINGS, target_names=TARGET_NAMES, branch_tokens=onehot)
+    plain = evaluate_probe(
+        x, y, ProbeSettings(seed=1, n_bootstrap=30, n_permutations=12)
+    )  # ridge 0
     labels = {"tokens_2": branch_ids(onehot, 2)}
-    named = probe_named({"x": x, "x2": x**2}, y, branch_tokens=onehot, **options)
+    named = probe_named(
+        {"x": x, "x2": x**2}, y, SETTINGS, target_names=TARGET_NAMES, branch_tokens=onehot
+    )
     yardstick = memory_yardstick(
         agent,
         {1: data["beliefs"], 2: np.sqrt(data["beliefs"])},
@@ -152,27 +158,11 @@ def test_a_rank_deficient_fit_is_the_minimum_norm_one():
     np.testing.assert_allclose(full.weights.sum(axis=0), 0.0, atol=1e-9)  # no null-space part
 
 
-def test_a_settings_record_gives_the_keyword_options_numbers():
-    from rl_harness.analysis import ProbeSettings
-
+def test_baselines_on_the_agents_split_take_its_ridge_and_seed_unless_given():
     data = inputs()
     x, y, onehot = data["features"], data["targets"], data["onehot"]
-    names = OPTIONS["target_names"]
-    legacy = evaluate_probe(x, y, branch_tokens=onehot, **OPTIONS)
-    settings = ProbeSettings(
-        seed=7,
-        ridge=1e-3,
-        branch_depth=2,
-        n_bootstrap=40,
-        n_permutations=15,
-        n_within_permutations=15,
-    )
-    record = evaluate_probe(x, y, settings, target_names=names, branch_tokens=onehot)
-    assert record.report.to_dict() == legacy.report.to_dict()
-    assert record.settings == legacy.settings == settings
-    named = probe_named({"x": x}, y, settings, target_names=names, branch_tokens=onehot)
-    assert named.reports["x"].to_dict() == legacy.report.to_dict()
-    # Baselines on the agent's split take its ridge and seed unless given.
+    record = evaluate_probe(x, y, SETTINGS, target_names=TARGET_NAMES, branch_tokens=onehot)
+    assert record.settings == SETTINGS
     labels = {"tokens_2": branch_ids(onehot, 2)}
     default = random_feature_probe(onehot, y, record, widths=[8], branchings=labels)
     given = random_feature_probe(
@@ -182,26 +172,19 @@ def test_a_settings_record_gives_the_keyword_options_numbers():
 
 
 @pytest.mark.parametrize(
-    ("options", "match"),
+    ("fields", "match"),
     [
-        ({"settings": {"seed": 0}, "ridge": 1.0}, "settings or keyword options"),
-        ({"ridge": 1.0}, "needs a seed"),
-        ({"seed": 0, "branch_k": 1, "branch_depth": 1}, "older name"),
-        ({"seed": 0, "branch_k": 2}, "branch_tokens and branch_depth"),
+        ({"seed": 0, "branch_depth": 2}, "branch_tokens and branch_depth"),
         ({"seed": 0, "branch_depth": -1}, "branch_depth"),
         ({"seed": 0, "n_permutations": 1.5}, "n_permutations"),
         ({"seed": 0, "ridge": float("inf")}, "ridge"),
         ({"seed": -1}, "seed"),
     ],
 )
-def test_bad_settings_are_named(options, match):
-    from rl_harness.analysis import ProbeSettings
-
+def test_bad_settings_are_named(fields, match):
     data = inputs()
-    if "settings" in options:
-        options = {**options, "settings": ProbeSettings(**options["settings"])}
     with pytest.raises(ValueError, match=match):
-        evaluate_probe(data["features"], data["targets"], **options)
+        evaluate_probe(data["features"], data["targets"], ProbeSettings(**fields))
 
 
 if __name__ == "__main__":

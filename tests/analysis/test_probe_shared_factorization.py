@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_harness.analysis import evaluate_probe
+from rl_harness.analysis import ProbeSettings, evaluate_probe
 from rl_harness.analysis.probes import (
     branch_ids,
     conditional_permutation_null,
@@ -53,10 +53,16 @@ def test_a_probe_and_its_nulls_share_one_factorization_with_the_same_numbers():
     tokens = rng.integers(0, 3, size=(12, 50))
     beliefs = rng.dirichlet(np.ones(3), size=(12, 50))
     x = np.concatenate([beliefs @ rng.normal(size=(3, 6)), rng.normal(size=(12, 50, 4))], -1)
-    kwargs = dict(seed=3, ridge=1e-6, test_fraction=0.25, n_bootstrap=50, branch_k=2)
-    evaluation = evaluate_probe(
-        x, beliefs, branch_tokens=tokens, n_permutations=20, n_within_permutations=20, **kwargs
+    settings = ProbeSettings(
+        seed=3,
+        ridge=1e-6,
+        test_fraction=0.25,
+        n_bootstrap=50,
+        branch_depth=2,
+        n_permutations=20,
+        n_within_permutations=20,
     )
+    evaluation = evaluate_probe(x, beliefs, settings, branch_tokens=tokens)
     train, test = evaluation.train_episodes, evaluation.test_episodes
     stream = evaluation.settings.stream
     alone = permutation_null(

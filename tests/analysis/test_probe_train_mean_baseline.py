@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_harness.analysis import evaluate_probe
+from rl_harness.analysis import ProbeSettings, evaluate_probe
 from rl_harness.analysis.probes import episode_sums, scores
 
 N_EPISODES, STEPS, D = 10, 6, 3
@@ -32,12 +32,12 @@ def test_the_constant_baseline_is_the_mean_of_the_training_episodes():
     # The split depends only on the episode count and the seed: learn it first.
     probe_seed = 7
     blank = np.zeros((N_EPISODES, STEPS, 1))
-    split = evaluate_probe(blank, blank + 1.0, seed=probe_seed, n_bootstrap=2)
+    split = evaluate_probe(blank, blank + 1.0, ProbeSettings(seed=probe_seed, n_bootstrap=2))
     train, test = split.train_episodes, split.test_episodes
     assert len(test) >= 2 and len(train) >= 5
 
     x, y = shifted_data(test)
-    evaluation = evaluate_probe(x, y, seed=probe_seed, n_bootstrap=200)
+    evaluation = evaluate_probe(x, y, ProbeSettings(seed=probe_seed, n_bootstrap=200))
     report = evaluation.report
     np.testing.assert_array_equal(evaluation.train_episodes, train)
     np.testing.assert_array_equal(evaluation.test_episodes, test)

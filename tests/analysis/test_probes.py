@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
+from rl_harness.analysis import ProbeSettings
 from rl_harness.analysis.probes import (
     bootstrap_weights,
     branch_ids,
@@ -36,7 +38,7 @@ def test_least_squares_recovers_an_exact_affine_map():
     probe = fit_affine(x.reshape(-1, 5), y.reshape(-1, 3))
     np.testing.assert_allclose(probe.weights, w, atol=1e-10)
     np.testing.assert_allclose(probe.bias, b, atol=1e-10)
-    report = evaluate_probe(x, y, seed=1, n_bootstrap=50).report
+    report = evaluate_probe(x, y, ProbeSettings(seed=1, n_bootstrap=50)).report
     assert report.r2_pooled.value == pytest.approx(1.0, abs=1e-12)
     assert all(est.value == pytest.approx(1.0, abs=1e-12) for est in report.r2.values())
     assert report.rmse_pooled.value < 1e-10
@@ -62,7 +64,7 @@ def test_noise_targets_score_near_zero_and_no_better_than_the_mean():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(200, 25, 8))
     y = rng.normal(size=(200, 25, 3))  # independent of x
-    report = evaluate_probe(x, y, seed=3, n_bootstrap=200).report
+    report = evaluate_probe(x, y, ProbeSettings(seed=3, n_bootstrap=200)).report
     # Held out, a probe fit to noise does slightly worse than the mean (R² just below 0).
     assert -0.02 < report.r2_pooled.value <= 0.0
     assert -0.05 < report.r2_pooled.low and report.r2_pooled.high < 0.02
@@ -111,7 +113,7 @@ def test_bootstrap_intervals_cover_the_true_r2():
         rng = np.random.default_rng(100 + trial)
         x = rng.normal(size=(120, 10, 1))
         y = x + rng.normal(size=x.shape)
-        est = evaluate_probe(x, y, seed=trial, n_bootstrap=300).report.r2_pooled
+        est = evaluate_probe(x, y, ProbeSettings(seed=trial, n_bootstrap=300)).report.r2_pooled
         assert est.low < est.value < est.high
         covered += est.low <= 0.5 <= est.high
         widths.append(est.high - est.low)
@@ -133,9 +135,9 @@ def test_split_is_by_episode_and_seeded():
 
 def test_evaluation_is_reproducible_and_seed_dependent():
     x, y, _, _ = linear_episodes(np.random.default_rng(8), noise=2.0)
-    first = evaluate_probe(x, y, seed=11, n_bootstrap=100).report.to_dict()
-    assert first == evaluate_probe(x, y, seed=11, n_bootstrap=100).report.to_dict()
-    assert first != evaluate_probe(x, y, seed=12, n_bootstrap=100).report.to_dict()
+    first = evaluate_probe(x, y, ProbeSettings(seed=11, n_bootstrap=100)).report.to_dict()
+    assert first == evaluate_probe(x, y, ProbeSettings(seed=11, n_bootstrap=100)).report.to_dict()
+    assert first != evaluate_probe(x, y, ProbeSettings(seed=12, n_bootstrap=100)).report.to_dict()
     assert first["r2_pooled"].keys() == {"value", "low", "high"}
     assert first["n_test_episodes"] + first["n_train_episodes"] == 60
 
@@ -159,8 +161,16 @@ def test_percentile_interval_of_known_samples():
 )
 def test_bad_input_is_named(kwargs, match):
     args = {"representations": np.zeros((4, 5, 3)), "targets": np.zeros((4, 5, 2))} | kwargs
+    fields = {
+        key: args.pop(key) for key in ("n_bootstrap", "ridge", "test_fraction") if key in args
+    }
     with pytest.raises(ValueError, match=match):
-        evaluate_probe(args.pop("representations"), args.pop("targets"), seed=0, **args)
+        evaluate_probe(
+            args.pop("representations"),
+            args.pop("targets"),
+            ProbeSettings(seed=0, **fields),
+            **args,
+        )
 
 
 # ------------------------------------------------------------------ within-branch, nulls
@@ -212,11 +222,10 @@ def test_within_branch_separates_memory_from_reading_the_last_token():
     beliefs = np.stack([table[tokens] + hidden, table[tokens]], axis=-1)
     one_hot = np.eye(3)[tokens]
     memory = np.concatenate([one_hot, hidden[..., None]], axis=-1)
-    kwargs = dict(
-        seed=2, n_bootstrap=200, branch_tokens=tokens, branch_k=1, target_names=["mixed", "table"]
-    )
-    reader = evaluate_probe(one_hot, beliefs, **kwargs).report
-    remembers = evaluate_probe(memory, beliefs, **kwargs).report
+    settings = ProbeSettings(seed=2, n_bootstrap=200, branch_depth=1)
+    kwargs = dict(branch_tokens=tokens, target_names=["mixed", "table"])
+    reader = evaluate_probe(one_hot, beliefs, settings, **kwargs).report
+    remembers = evaluate_probe(memory, beliefs, settings, **kwargs).report
     # Globally the token reader explains a lot; within branches of the last token nothing.
     assert reader.r2["mixed"].value > 0.6
     assert -0.05 < reader.within_branch.r2_pooled.value <= 0.0
@@ -229,7 +238,9 @@ def test_within_branch_separates_memory_from_reading_the_last_token():
     assert "never varies within branches of the last 1 tokens" in within["undefined"]["table"]
     assert within["k"] == 1 and within["n_branches"] == within["n_branches_used"] == 3
     # k = 0 is one branch: within-branch R² is the global R².
-    everything = evaluate_probe(one_hot, beliefs, **(kwargs | {"branch_k": 0})).report
+    everything = evaluate_probe(
+        one_hot, beliefs, dataclasses.replace(settings, branch_depth=0), **kwargs
+    ).report
     assert everything.within_branch.r2_pooled.value == pytest.approx(
         everything.r2_pooled.value, abs=1e-12
     )
@@ -241,7 +252,9 @@ def test_zero_variance_target_is_undefined_not_a_huge_negative():
     signal = x @ np.array([[1.0], [-0.5]])
     constant = np.full_like(signal, 0.1) + 1e-17 * rng.normal(size=signal.shape)
     y = np.concatenate([signal + 0.1 * rng.normal(size=signal.shape), constant], axis=-1)
-    report = evaluate_probe(x, y, seed=1, n_bootstrap=100, target_names=["s", "c"]).report
+    report = evaluate_probe(
+        x, y, ProbeSettings(seed=1, n_bootstrap=100), target_names=["s", "c"]
+    ).report
     record = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     assert record["r2"]["c"] is None and record["r2_pooled_excludes"] == ["c"]
     assert record["undefined"]["c"].startswith("R² undefined: its held-out values never vary")
@@ -253,14 +266,14 @@ def test_zero_variance_target_is_undefined_not_a_huge_negative():
 def test_permutation_null_refits_on_shuffled_episodes():
     rng = np.random.default_rng(23)
     x, y, _, _ = linear_episodes(rng, noise=1.0)
-    report = evaluate_probe(x, y, seed=4, n_bootstrap=50, n_permutations=40).report
+    report = evaluate_probe(x, y, ProbeSettings(seed=4, n_bootstrap=50, n_permutations=40)).report
     null = report.permutation
     assert null.p_value == pytest.approx(1 / 41)  # the real fit beats every shuffle
     assert null.observed == report.r2_pooled.value and len(null.null_r2_pooled) == 40
     assert max(null.null_r2_pooled) < 0.1 and null.to_dict()["n_permutations"] == 40
 
     # Each null value is a plain refit on explicitly shuffled episodes.
-    split = evaluate_probe(x, y, seed=4, n_bootstrap=50)
+    split = evaluate_probe(x, y, ProbeSettings(seed=4, n_bootstrap=50))
     train, test = split.train_episodes, split.test_episodes
     perm_rng = stream_rng(4, "analysis", "probe", "permutation")
     for value in null.null_r2_pooled[:3]:
@@ -274,5 +287,5 @@ def test_permutation_null_refits_on_shuffled_episodes():
 
     # Without signal the p-value is not small.
     noise = rng.normal(size=y.shape)
-    pure = evaluate_probe(x, noise, seed=4, n_bootstrap=50, n_permutations=40).report
+    pure = evaluate_probe(x, noise, ProbeSettings(seed=4, n_bootstrap=50, n_permutations=40)).report
     assert pure.permutation.p_value > 0.1

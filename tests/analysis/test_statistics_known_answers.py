@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rl_harness.analysis import ProbeSettings
 from rl_harness.analysis.comparison import mean_interval
 from rl_harness.analysis.probes import (
     branch_sums,
@@ -65,7 +66,12 @@ def test_probe_report_within_branch_counts_are_the_held_out_steps():
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, 3, size=(12, 5))
     y = rng.normal(size=(12, 5, 1))
-    evaluation = evaluate_probe(y, y, seed=1, n_bootstrap=5, branch_tokens=tokens, branch_k=1)
+    evaluation = evaluate_probe(
+        y,
+        y,
+        ProbeSettings(seed=1, n_bootstrap=5, branch_depth=1),
+        branch_tokens=tokens,
+    )
     report = evaluation.report.within_branch
     held = tokens[evaluation.test_episodes].ravel()
     values = y[evaluation.test_episodes].ravel()
@@ -81,13 +87,13 @@ def test_train_r2_is_zero_for_a_probe_that_can_only_predict_the_train_mean():
     rng = np.random.default_rng(1)
     y = rng.normal(size=(20, 6, 2)) + [3.0, -1.0]
     constant = np.ones((20, 6, 1))  # no information: the fit is the train mean
-    report = evaluate_probe(constant, y, seed=2, n_bootstrap=5).report
+    report = evaluate_probe(constant, y, ProbeSettings(seed=2, n_bootstrap=5)).report
     assert report.train_r2_pooled == pytest.approx(0.0, abs=1e-12)
     assert report.r2_pooled.value <= 0.0  # held out, the train mean is not the test mean
     # On a noisy linear case, the train R² by hand on the probe's train episodes.
     x = rng.normal(size=(20, 6, 3))
     y = x @ rng.normal(size=(3, 2)) + rng.normal(size=(20, 6, 2))
-    evaluation = evaluate_probe(x, y, seed=2, n_bootstrap=5)
+    evaluation = evaluate_probe(x, y, ProbeSettings(seed=2, n_bootstrap=5))
     train = evaluation.train_episodes
     fitted = evaluation.probe.predict(x[train].reshape(-1, 3))
     flat = y[train].reshape(-1, 2)
@@ -101,7 +107,7 @@ def test_a_null_value_within_rounding_of_the_observed_one_reaches_it():
     rng = np.random.default_rng(3)
     x = np.repeat(rng.normal(size=(1, 7, 2)), 10, axis=0)
     y = x @ np.array([[1.0], [0.5]]) + np.repeat(rng.normal(size=(1, 7, 1)), 10, axis=0)
-    report = evaluate_probe(x, y, seed=4, n_bootstrap=5, n_permutations=9).report
+    report = evaluate_probe(x, y, ProbeSettings(seed=4, n_bootstrap=5, n_permutations=9)).report
     assert report.permutation.p_value == 1.0
     assert report.permutation.to_dict()["null_mean"] == pytest.approx(
         report.r2_pooled.value, abs=1e-9

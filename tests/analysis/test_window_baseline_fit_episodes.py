@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     WindowRegressor,
     compare_with_windows,
     evaluate_probe,
@@ -25,7 +26,9 @@ def test_the_window_baseline_is_fitted_on_the_agent_probes_train_episodes(monkey
     inputs = rng.normal(size=(12, 10, 4))
     history = rng.normal(size=(12, 3, 4))
     beliefs = rng.dirichlet(np.ones(3), size=(12, 10))
-    agent = evaluate_probe(beliefs + 0.1 * inputs[..., :3], beliefs, seed=3, n_bootstrap=10)
+    agent = evaluate_probe(
+        beliefs + 0.1 * inputs[..., :3], beliefs, ProbeSettings(seed=3, n_bootstrap=10)
+    )
     train, test = agent.train_episodes, agent.test_episodes
     assert len(train) and len(test) and not set(train) & set(test)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    ProbeSettings,
     WindowRegressor,
     compare_with_windows,
     evaluate_probe,
@@ -124,7 +125,7 @@ def test_compare_with_windows_pairs_the_agent_with_each_window_on_its_own_resamp
     inputs, beliefs, history = controlled_process(1.0, 40, 60, 5, seed=3)
     # An "agent" whose representation is the belief plus noise: global R² below 1.
     noise = np.random.default_rng(4).normal(scale=0.05, size=beliefs.shape)
-    agent = evaluate_probe(beliefs + noise, beliefs, seed=7, n_bootstrap=50)
+    agent = evaluate_probe(beliefs + noise, beliefs, ProbeSettings(seed=7, n_bootstrap=50))
     tokens = inputs[..., :3].argmax(-1)
     branches = {"tokens_1": branch_ids(tokens, 1)}
     table = compare_with_windows(

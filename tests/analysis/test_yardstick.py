@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rl_harness.analysis import (
+    ProbeSettings,
     equivalent_m,
     evaluate_probe,
     memory_yardstick,
@@ -45,7 +46,10 @@ def test_mess3_yardstick_reproduces_the_published_values():
     labels = branch_ids(onehot, 2)
     # The agent here is the exact belief itself: R² 1, worth every m.
     agent = evaluate_probe(
-        targets, targets, seed=0, n_bootstrap=50, branch_tokens=onehot, branch_k=2
+        targets,
+        targets,
+        ProbeSettings(seed=0, n_bootstrap=50, branch_depth=2),
+        branch_tokens=onehot,
     )
     beliefs = {m: window_beliefs(matrices, model.initial, m)[:, WARMUP:] for m in range(1, 7)}
     table = memory_yardstick(agent, beliefs, targets, branchings={"tokens_2": labels}, ridge=1e-6)
@@ -71,11 +75,8 @@ def test_equivalent_memory_brackets_and_interpolates_the_agent():
     agent = evaluate_probe(
         beliefs[4] + noise,
         targets,
-        seed=0,
-        n_bootstrap=100,
-        ridge=1e-6,
+        ProbeSettings(seed=0, n_bootstrap=100, ridge=1e-6, branch_depth=2),
         branch_tokens=onehot,
-        branch_k=2,
     )
     table = memory_yardstick(agent, beliefs, targets, branchings=labels, ridge=1e-6, branch_k=2)
     worth = table.equivalent_memory()["tokens_2"]
@@ -94,10 +95,8 @@ def test_equivalent_memory_brackets_and_interpolates_the_agent():
     weak = evaluate_probe(
         np.zeros_like(targets[..., :1]),
         targets,
-        seed=0,
-        n_bootstrap=20,
+        ProbeSettings(seed=0, n_bootstrap=20, branch_depth=2),
         branch_tokens=onehot,
-        branch_k=2,
     )
     weak_table = memory_yardstick(weak, beliefs, targets, branchings=labels, ridge=1e-6, branch_k=2)
     assert weak_table.equivalent_memory()["tokens_2"]["reaches_agent_at_m"] == 2
@@ -113,7 +112,7 @@ def discrete_inputs(episodes: int = 40, steps: int = 50, seed: int = 0):
 
 def test_random_relu_features_of_a_discrete_input_read_any_function_of_it():
     inputs, targets, _ = discrete_inputs()
-    agent = evaluate_probe(inputs, targets, seed=0, n_bootstrap=20)
+    agent = evaluate_probe(inputs, targets, ProbeSettings(seed=0, n_bootstrap=20))
     rows = random_feature_probe(inputs, targets, agent, widths=[8, 64], seed=3)
     for row in rows:
         assert row.scores.r2_pooled.value == pytest.approx(1.0, abs=1e-9)
@@ -126,7 +125,7 @@ def test_random_relu_features_of_a_discrete_input_read_any_function_of_it():
 def test_random_features_of_noise_explain_nothing_held_out():
     inputs, _, _ = discrete_inputs(seed=1)
     noise = np.random.default_rng(4).normal(size=(40, 50, 2))
-    agent = evaluate_probe(inputs, noise, seed=0, n_bootstrap=20)
+    agent = evaluate_probe(inputs, noise, ProbeSettings(seed=0, n_bootstrap=20))
     (row,) = random_feature_probe(inputs, noise, agent, widths=[64], seed=0)
     assert abs(row.scores.r2_pooled.value) < 0.02
 
@@ -135,7 +134,7 @@ def test_mlp_probe_reads_a_nonlinear_function_the_affine_probe_cannot():
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, size=(40, 50, 1))
     y = np.concatenate([x**2, np.abs(x)], axis=-1)
-    agent = evaluate_probe(x, y, seed=0, n_bootstrap=20)  # affine: about 0
+    agent = evaluate_probe(x, y, ProbeSettings(seed=0, n_bootstrap=20))  # affine: about 0
     assert agent.report.r2_pooled.value < 0.05
     fast = WindowRegressor(hidden=(32, 32), epochs=40, batch_size=256)
     row = mlp_probe(x, y, agent, seed=0, name="agent_mlp", regressor=fast)

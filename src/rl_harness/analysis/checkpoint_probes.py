@@ -22,7 +22,7 @@ import numpy as np
 
 from rl_harness.analysis.probes.bootstrap import Estimate
 from rl_harness.analysis.probes.evaluate import ProbeReport, evaluate_probe
-from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
+from rl_harness.analysis.probes.settings import ProbeSettings, require_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts, encode_representation
 
@@ -110,17 +110,17 @@ def probe_checkpoints(
     module_id: str | None = None,
     progress: Callable[[str], None] | None = None,
     steps_per_call: int = 1,
-    **options: Any,
+    **loose: object,
 ) -> list[CheckpointProbe]:
     """For each (env_steps, checkpoint) (sorted by env steps): load its module, replay
     `rollouts` through it (`steps_per_call` as in `replay_observations`) and probe the
     representation for `targets` (default `rollouts.targets`) with `evaluate_probe` under
-    `settings` (or keyword `options`: `seed=`, `ridge=`, `branch_k=`, ...); one settings
-    record gives every checkpoint the same split and resamples. Each checkpoint logs one
-    progress line (`log_checkpoint_probe`; also to `progress`)."""
+    `settings` (a `ProbeSettings`, required); one settings record gives every checkpoint
+    the same split and resamples. Each checkpoint logs one progress line
+    (`log_checkpoint_probe`; also to `progress`)."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
-    settings = probe_settings(settings, options)
+    settings = require_settings(settings, loose, "probe_checkpoints")
     y = rollouts.targets if targets is None else targets
     out = []
     ordered = sorted(checkpoints, key=lambda pair: pair[0])

@@ -36,7 +36,7 @@ import torch
 from rl_harness.analysis.checkpoint_probes import CheckpointProbe, log_checkpoint_probe
 from rl_harness.analysis.probes.affine import AffineProbe
 from rl_harness.analysis.probes.evaluate import evaluate_probe
-from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
+from rl_harness.analysis.probes.settings import ProbeSettings, require_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts, rollout_observations
 from rl_harness.analysis.rollouts import (
     ACTION_DIST_INPUTS,
@@ -160,19 +160,19 @@ def probe_checkpoints_closed_loop(
     target_names: Sequence[str] | None = None,
     module_id: str | None = None,
     progress: Callable[[str], None] | None = None,
-    **options: Any,
+    **loose: object,
 ) -> list[ClosedLoopProbe]:
     """For each (env_steps, checkpoint), oldest first: load its module, let it play
     `collect(module)` (the same seeds every time: only the policy differs) and probe its
-    representations for its own targets (`evaluate_probe` under `settings`, or keyword
-    `options`: `seed=`, `ridge=`, `branch_k=`, ...; `branch_tokens(rollouts)` gives the
-    within-branch codes). `score(rollouts)` may return numbers, lists and nested mappings
-    (`score_values`); check the arguments before training with `check_closed_loop`. Each
-    checkpoint logs one progress line. Save `[p.to_dict() for p in ...]` as a JSON list
+    representations for its own targets (`evaluate_probe` under `settings`, a
+    `ProbeSettings`, required; `branch_tokens(rollouts)` gives the within-branch codes).
+    `score(rollouts)` may return numbers, lists and nested mappings (`score_values`); check
+    the arguments before training with `check_closed_loop`. Each checkpoint logs one
+    progress line. Save `[p.to_dict() for p in ...]` as a JSON list
     and compare the last one with `rl-harness compare --metric FILE.json:probes[-1]/r2_pooled`."""
     from rl_harness.analysis.checkpoints import DEFAULT_MODULE_ID, load_module
 
-    settings = probe_settings(settings, options)
+    settings = require_settings(settings, loose, "probe_checkpoints_closed_loop")
     out = []
     ordered = sorted(checkpoints, key=lambda pair: pair[0])
     for index, (steps, checkpoint) in enumerate(ordered, start=1):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rl_harness.analysis.probes.evaluate import ProbeEvaluation, ProbeReport, evaluate_probe
-from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
+from rl_harness.analysis.probes.settings import ProbeSettings, require_settings
 from rl_harness.analysis.replay import Preprocess, replay_rollouts_named, residual_representations
 from rl_harness.analysis.rollouts import RepresentationExtractor, Rollouts
 
@@ -66,12 +66,12 @@ def probe_named(
     target_names: Sequence[str] | None = None,
     branch_tokens: np.ndarray | None = None,
     progress: Callable[[str], None] | None = None,
-    **options: Any,
+    **loose: object,
 ) -> LayerProbes:
     """`evaluate_probe` of each (E, T, d) representation in `named` against the same
-    targets under the same `settings` (or keyword `options`: `seed=`, `ridge=`, ...), so
-    every representation gets the same split and resamples."""
-    settings = probe_settings(settings, options)
+    targets under the same `settings` (a `ProbeSettings`, required), so every
+    representation gets the same split and resamples."""
+    settings = require_settings(settings, loose, "probe_named")
     reports, evaluations = {}, {}
     for name, features in named.items():
         evaluations[name] = evaluate_probe(
@@ -95,12 +95,12 @@ def probe_layers(
     target_names: Sequence[str] | None = None,
     branch_tokens: np.ndarray | None = None,
     progress: Callable[[str], None] | None = None,
-    **options: Any,
+    **loose: object,
 ) -> LayerProbes:
     """Replay `rollouts` through `module` once, collecting every named representation, and
-    probe each for `targets` (default `rollouts.targets`) under `settings` (or keyword
-    `options`: `seed=`, `ridge=`, `test_fraction=`, `n_bootstrap=`, `branch_k=`, ...)."""
-    settings = probe_settings(settings, options)
+    probe each for `targets` (default `rollouts.targets`) under `settings` (a
+    `ProbeSettings`, required)."""
+    settings = require_settings(settings, loose, "probe_layers")
     named = replay_rollouts_named(
         module, rollouts, representation=representation, preprocess=preprocess
     )

@@ -357,15 +357,13 @@ def _analyze(
         agent = evaluate_probe(
             greedy.representations,
             greedy.targets,
-            seed=context.seed,
-            ridge=probing.PROBE_RIDGE,
-            test_fraction=probing.PROBE_TEST_FRACTION,
-            n_bootstrap=plan.n_bootstrap,
+            dataclasses.replace(
+                controls.probe_settings(plan, context.seed),
+                n_permutations=plan.n_permutations,
+                n_within_permutations=plan.n_permutations,
+            ),
             target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
-            branch_k=probing.BRANCH_K,
-            n_permutations=plan.n_permutations,
-            n_within_permutations=plan.n_permutations,
         )
 
     # Every control on the agent's data, once (the library's score_controls, reading the agent
@@ -422,13 +420,9 @@ def _analyze(
         layers = probe_named(
             residuals,
             greedy.targets,
-            seed=context.seed,
-            ridge=probing.PROBE_RIDGE,
-            test_fraction=probing.PROBE_TEST_FRACTION,
-            n_bootstrap=plan.n_bootstrap,
+            controls.probe_settings(plan, context.seed),
             target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
-            branch_k=probing.BRANCH_K,
             progress=say,
         )
 
@@ -593,13 +587,9 @@ def _probe_over_training(
     probes = probe_checkpoints(
         pairs,
         subset,
-        seed=context.seed,  # the agent probe's stream: with every episode, its split
-        ridge=probing.PROBE_RIDGE,
-        test_fraction=probing.PROBE_TEST_FRACTION,
-        n_bootstrap=plan.n_bootstrap,
+        controls.probe_settings(plan, context.seed),  # the agent probe's stream and seed
         target_names=probing.BELIEF_NAMES,
         branch_tokens=tokens[:n],
-        branch_k=probing.BRANCH_K,
         progress=say,
         steps_per_call=probing.REPLAY_STEPS,
     )

@@ -77,13 +77,9 @@ def agent_probe(rollouts: Rollouts, layout: Any, plan: Any, seed: int) -> ProbeE
     return evaluate_probe(
         rollouts.representations,
         rollouts.targets,
-        seed=seed,
-        ridge=probing.PROBE_RIDGE,
-        test_fraction=probing.PROBE_TEST_FRACTION,
-        n_bootstrap=plan.n_bootstrap,
+        controls.probe_settings(plan, seed),
         target_names=probing.BELIEF_NAMES,
         branch_tokens=rollouts.observations[..., layout.tokens],
-        branch_k=probing.BRANCH_K,
     )
 
 

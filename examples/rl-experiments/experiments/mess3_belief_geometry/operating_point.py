@@ -65,7 +65,7 @@ import numpy as np
 
 from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.task import TaskPoint
-from rl_harness.analysis import branch_ids, compare_with_windows, evaluate_probe
+from rl_harness.analysis import ProbeSettings, branch_ids, compare_with_windows, evaluate_probe
 from rl_harness.seeding import stream_seed
 
 RECORD = Path(__file__).with_name("operating_point.json")
@@ -267,13 +267,15 @@ def window_scores(
     reference = evaluate_probe(
         sequence,
         targets,
-        seed=seed,
-        ridge=probing.PROBE_RIDGE,
-        test_fraction=probing.PROBE_TEST_FRACTION,
-        n_bootstrap=10,
+        ProbeSettings(
+            seed=seed,
+            ridge=probing.PROBE_RIDGE,
+            test_fraction=probing.PROBE_TEST_FRACTION,
+            n_bootstrap=10,
+            branch_depth=probing.BRANCH_K,
+        ),
         target_names=probing.BELIEF_NAMES,
         branch_tokens=tokens,
-        branch_k=probing.BRANCH_K,
     )
     table = compare_with_windows(
         reference,

@@ -44,6 +44,25 @@ ORIGINAL_INIT_RUNS: dict[str, tuple[str, ...]] = {
         "20261206T195026Z-da69835b",
     ),
 }
+# The earlier runs the README keeps for the record (section "Earlier results"): the library's
+# default initialisation and RLlib's KL term, CPU budget, library 769f6b1, 2026-12-05.
+EARLIER_RUNS: dict[str, tuple[str, ...]] = {
+    "reward_only": (
+        "20261205T130252Z-6d2c888d",
+        "20261205T170657Z-971ebfe5",
+        "20261205T173242Z-56c35375",
+    ),
+    "next_token_aux": (
+        "20261205T133045Z-dc5f2831",
+        "20261205T170718Z-51349c53",
+        "20261205T175604Z-d332093d",
+    ),
+    "belief_observation": (
+        "20261205T135648Z-34da83c5",
+        "20261205T173217Z-b48e42d8",
+        "20261205T175645Z-63bc4c66",
+    ),
+}
 # The smallest effect of interest for a training gain in within-branch R² (agent minus its
 # untrained module): 0.02, above the spread of untrained initialisations of one run
 # (<= 0.013, yardstick.json) and below the gains the token-guess study showed (0.3-0.4).
@@ -73,6 +92,10 @@ class StudyRun:
     # analysis_rerun.json: the analysis ran again on the recorded checkpoints after the
     # in-run one failed (its library commit, time and why); None for an in-run analysis.
     analysis_rerun: Mapping[str, Any] | None = None
+    # probe_metrics.json as recorded (the per-run intervals and best window k live there).
+    probe: Mapping[str, Any] | None = None
+    # Training seconds (summary.json `final_metrics.time_total_s`: RLlib's, analysis excluded).
+    training_s: float | None = None
 
 
 ANALYSIS_RERUN = "analysis_rerun.json"
@@ -96,6 +119,7 @@ def read_run(folder: Path) -> StudyRun:
         raise FileNotFoundError(f"{folder}: no completed run_manifest.json")
     settings = (manifest.get("budget") or {}).get("settings") or {}
     metrics = _read(folder / "probe_metrics.json") or {}
+    final = (_read(folder / "summary.json") or {}).get("final_metrics") or {}
     return StudyRun(
         arm=folder.parent.parent.name,
         seed=int(manifest["seed"]),
@@ -107,6 +131,8 @@ def read_run(folder: Path) -> StudyRun:
         solver_values=_read(folder / "solver_values.json"),
         checkpoints=tuple((metrics.get("training") or {}).get("checkpoints") or ()),
         analysis_rerun=rerun,
+        probe=metrics or None,
+        training_s=final.get("time_total_s"),
     )
 
 
@@ -380,6 +406,226 @@ def yardstick_table(runs: Sequence[StudyRun]) -> str:
         lines.append(
             f"| {run.arm} | {run.seed} | {agent:.3f} | {worth_m(filters['stationary'], agent)} "
             f"| {worth_m(filters['policy'], agent)} |"
+        )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ per-run and across-seed tables
+SOLVER_LABELS = {
+    "oracle": "oracle (state known)",
+    "belief_mdp": "belief-MDP ceiling",
+    "stack_3": "best stack-3 found (not proven global)",
+    "stack_2": "best stack-2 (global)",
+    "memoryless": "best memoryless (global)",
+}
+
+
+def solver_table(runs: Sequence[StudyRun]) -> str:
+    """The solver values the runs recorded (solver_values.json, one set for all of them)."""
+    values = point_solver_values(runs)
+    lines = ["| reference (solver) | return per step |", "|---|---|"]
+    lines += [f"| {label} | {_f(values[key], 4)} |" for key, label in SOLVER_LABELS.items()]
+    return "\n".join(lines)
+
+
+def _difference(run: StudyRun, name: str, branching: str = "tokens_2") -> Mapping[str, Any]:
+    """A paired agent-minus-control estimate of the run's own probe (probe_metrics.json
+    `differences`), within branches of `branching`: value, low, high."""
+    assert run.probe is not None
+    return run.probe["differences"][name]["within_branch"][branching]
+
+
+def _bracket(estimate: Mapping[str, Any]) -> str:
+    return (
+        f"{_f(estimate['value'], 3, True)} [{_f(estimate['low'], 3, True)}, "
+        f"{_f(estimate['high'], 3, True)}]"
+    )
+
+
+def _training(run: StudyRun) -> str:
+    """Training minutes and env steps per second of training (summary.json)."""
+    if run.training_s is None:
+        return "-"
+    rate = run.result["env_steps"] / run.training_s
+    return f"{run.training_s / 60:.1f} ({rate:,.0f})"
+
+
+def _k(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def runs_table(runs: Sequence[StudyRun], actions: bool = True) -> str:
+    """One row per run: return, the agent's probe and its controls on its own held-out
+    greedy episodes (result.json; the paired intervals from probe_metrics.json), the
+    permutation p and training time. `actions`: the tokens+actions branching's columns
+    (recorded from the runs with action branches on)."""
+    head = (
+        "| arm | seed | run id | greedy | sampled | fraction (greedy) | probe R² "
+        "| within-branch R² | untrained replayed, within | agent - untrained, within [95%] "
+        "| best window k=2, within | agent - best window, within [95%] (k) "
+        "| window reaches the agent at k |"
+    )
+    if actions:
+        head += (
+            " tokens+actions branches: agent, within (branches added) | agent - untrained, "
+            "within tokens+actions [95%] |"
+        )
+    head += " within-branch p | training min (env steps/s) |"
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for run in runs:
+        r = run.result
+        row = (
+            f"| {run.arm} | {run.seed} | `{run.run_id}` "
+            f"| {_f(r['return_per_step']['greedy'], 4)} | {_f(r['return_per_step']['sampled'], 4)} "
+            f"| {_f(r['fraction_of_belief_mdp']['greedy'])} "
+            f"| {_f(r['probe_r2'])} | {_f(r['probe_r2_within_branch'])} "
+            f"| {_f(r['untrained_r2_within_branch'])} "
+            f"| {_bracket(_difference(run, 'agent_minus_untrained_module'))} "
+            f"| {_f(r['window_r2_within_branch']['k2'])} "
+            f"| {_bracket(_difference(run, 'agent_minus_best_window'))} ({r['best_window_k']}) "
+            f"| {_k(r['window_reaches_agent_within_branch_at_k'])} |"
+        )
+        if actions:
+            gain = _difference(run, "agent_minus_untrained_module", "tokens_actions_2")
+            row += (
+                f" {_f(r['probe_r2_within_action_branch'])} ({r['action_branches_added']}) "
+                f"| {_bracket(gain)} |"
+            )
+        lines.append(row + f" {_f(r['within_branch_permutation_p_value'], 4)} | {_training(run)} |")
+    return "\n".join(lines)
+
+
+def _mean_interval(values: Sequence[float], digits: int = 3, signed: bool = False) -> str:
+    """'mean [low, high]' across seeds (Student-t); one seed: the value alone."""
+    test = seed_test(values)
+    if test.low is None or test.high is None:
+        return _f(test.mean, digits, signed)
+    return (
+        f"{_f(test.mean, digits, signed)} [{_f(test.low, digits, signed)}, "
+        f"{_f(test.high, digits, signed)}]"
+    )
+
+
+def _with_p(values: Sequence[float]) -> str:
+    """A paired difference across seeds: mean [t-interval], t-test p (per test, uncorrected)."""
+    p = seed_test(values).p_value
+    return _mean_interval(values, 3, True) + ("" if p is None else f", p = {p:.2g}")
+
+
+def seeds_table(runs: Sequence[StudyRun]) -> str:
+    """Across seeds per arm: mean and 95% Student-t interval of the per-run columns, the
+    paired differences with their one-sample t-test p (per test: the Holm-corrected family
+    is the controls table), the window's k per seed."""
+    lines = [
+        "| arm | seeds | greedy | fraction (greedy) | within-branch R² | untrained replayed, "
+        "within | agent - untrained, within | best window k=2, within | agent - best window, "
+        "within | window reaches the agent at k |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm in _arms(runs):
+        results = [run.result for run in runs if run.arm == arm]
+
+        def column(*path: str, results: list[Any] = results) -> list[float]:
+            values = []
+            for result in results:
+                for key in path:
+                    result = result[key]
+                values.append(float(result))
+            return values
+
+        lines.append(
+            f"| {arm} | {len(results)} | {_mean_interval(column('return_per_step', 'greedy'), 4)} "
+            f"| {_mean_interval(column('fraction_of_belief_mdp', 'greedy'))} "
+            f"| {_mean_interval(column('probe_r2_within_branch'))} "
+            f"| {_mean_interval(column('untrained_r2_within_branch'))} "
+            f"| {_with_p(column('agent_minus_untrained_within_branch'))} "
+            f"| {_mean_interval(column('window_r2_within_branch', 'k2'))} "
+            f"| {_with_p(column('agent_minus_best_window_within_branch'))} "
+            f"| {', '.join(_k(r['window_reaches_agent_within_branch_at_k']) for r in results)} |"
+        )
+    return "\n".join(lines)
+
+
+def controls_by_data_table(runs: Sequence[StudyRun]) -> str:
+    """Per arm and data set (result.json `controls_by_data`; the best windows' k from
+    probe_metrics.json): within-branch R² of the agent, the untrained module and the best
+    windows across seeds, the paired differences with their per-test t-test p, and the
+    branches the binned actions add per seed."""
+    lines = [
+        "| arm | data set | return per step | agent | untrained module | agent - untrained "
+        "| best tokens+actions window (k) | agent - that window | best tokens-only window (k) "
+        "| agent - that window | branches the actions added |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for arm in _arms(runs):
+        arm_runs = [run for run in runs if run.arm == arm]
+        for data in DATA_SETS:
+            blocks = [_controls(run, data) for run in arm_runs]
+            probes = [run.probe["controls_by_data"][data] for run in arm_runs if run.probe]
+            ks = [p["best_window_k"] for p in probes]
+            tks = [p["best_tokens_window_k"] for p in probes]
+            best = [b["window_r2_within_branch"][f"k{k}"] for b, k in zip(blocks, ks, strict=True)]
+            tokens = [
+                b["tokens_window_r2_within_branch"][f"k{k}"]
+                for b, k in zip(blocks, tks, strict=True)
+            ]
+            lines.append(
+                f"| {arm} | `{data}` | {_mean_interval([b['return_per_step'] for b in blocks], 4)} "
+                f"| {_mean_interval([b['agent_r2_within_branch'] for b in blocks])} "
+                f"| {_mean_interval([b['untrained_r2_within_branch'] for b in blocks])} "
+                f"| {_with_p([b['agent_minus_untrained_within_branch'] for b in blocks])} "
+                f"| {_mean_interval(best)} ({', '.join(map(str, ks))}) "
+                f"| {_with_p([b['agent_minus_best_window_within_branch'] for b in blocks])} "
+                f"| {_mean_interval(tokens)} ({', '.join(map(str, tks))}) "
+                f"| {_with_p([b['agent_minus_best_tokens_window_within_branch'] for b in blocks])} "
+                f"| {', '.join(str(b['action_branches_added']) for b in blocks)} |"
+            )
+    return "\n".join(lines)
+
+
+def _worth_interpolated(equivalent: Mapping[str, Any], n: int) -> str:
+    reach, interpolated = equivalent.get("reaches_agent_at_m"), equivalent.get("interpolated_m")
+    if reach is None:
+        return f"> {n}"
+    return f"{reach}" + ("" if interpolated is None else f" ({interpolated:.1f})")
+
+
+def yardstick_runs_table(runs: Sequence[StudyRun]) -> str:
+    """Each run's yardstick.json: the agent beside the exact m-step filters (both laws), the
+    first m whose filter reaches it (interpolated in R²), the within-branch variance share,
+    random ReLU features, 5 untrained initialisations and the windows' MLP on the agent."""
+    lines = [
+        "| arm | seed | agent | worth m: stationary / policy law (interpolated) | exact filter of "
+        "the last m steps, m = 1..6, stationary law | the same, policy law | share of variance "
+        "within branches | random ReLU 64 / 256 / 1024 | untrained x5: mean (min to max) "
+        "| MLP on the agent |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        record = run.yardstick
+        if record is None:
+            lines.append(f"| {run.arm} | {run.seed} | missing: no yardstick.json | | | | | | | |")
+            continue
+        filters = record["filters_r2_within_branch"]
+        ordered = {
+            law: [filters[law][key] for key in sorted(filters[law], key=lambda k: int(k[1:]))]
+            for law in ("stationary", "policy")
+        }
+        widths = record["random_features_r2_within_branch"]
+        relu = [widths[key] for key in sorted(widths, key=lambda k: int(k[len("width") :]))]
+        untrained = record["untrained"]["r2_within_branch"]
+        equivalent = record["equivalent_memory"]
+        n = len(ordered["stationary"])
+        lines.append(
+            f"| {run.arm} | {run.seed} | {_f(record['agent']['r2_within_branch'])} "
+            f"| {_worth_interpolated(equivalent['stationary'], n)} / "
+            f"{_worth_interpolated(equivalent['policy'], n)} "
+            f"| {', '.join(_f(v) for v in ordered['stationary'])} "
+            f"| {', '.join(_f(v) for v in ordered['policy'])} "
+            f"| {_f(record['within_branch_variance_fraction']['held_out'])} "
+            f"| {' / '.join(_f(v) for v in relu)} "
+            f"| {_f(untrained['mean'])} ({_f(untrained['min'])} to {_f(untrained['max'])}) "
+            f"| {_f(record['mlp_r2_within_branch']['agent'])} |"
         )
     return "\n".join(lines)
 
@@ -995,6 +1241,10 @@ MEMORY_TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
 }
 
 TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
+    "runs": runs_table,
+    "seeds": seeds_table,
+    "controls_by_data": controls_by_data_table,
+    "yardstick_runs": yardstick_runs_table,
     "interventions": interventions_table,
     "controls_holm": controls_table,
     "power": power_table,
@@ -1009,6 +1259,16 @@ def blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
         raise ValueError(f"the flagship tables read flagship runs only, not {one_point(runs)!r}")
     return {name: table(runs) for name, table in TABLES.items()} | {
         "original_figures": original_table(runs)
+    }
+
+
+def earlier_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
+    """The earlier runs' tables (`EARLIER_RUNS`: default init and RLlib's KL term), kept for
+    the record; their records have no action branches and no controls on other data."""
+    return {
+        "earlier_solvers": solver_table(runs),
+        "earlier_runs": runs_table(runs, actions=False),
+        "earlier_seeds": seeds_table(runs),
     }
 
 
@@ -1036,7 +1296,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
     return readme_main(
         README,
-        lambda: blocks(load_runs(ORIGINAL_INIT_RUNS)) | memory_blocks(load_runs(MEMORY_RUNS)),
+        lambda: (
+            blocks(load_runs(ORIGINAL_INIT_RUNS))
+            | earlier_blocks(load_runs(EARLIER_RUNS))
+            | memory_blocks(load_runs(MEMORY_RUNS))
+        ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
     )

@@ -48,6 +48,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from experiments.mess3_belief_geometry import probing, task
 from rl_harness import load_manifest, write_json
 from rl_harness.analysis import (
+    ProbeSettings,
     Rollouts,
     RunArtifacts,
     branch_ids,
@@ -196,13 +197,15 @@ def measure(
         return evaluate_probe(
             features,
             targets,
-            seed=seed,
-            ridge=probing.PROBE_RIDGE,
-            test_fraction=probing.PROBE_TEST_FRACTION,
-            n_bootstrap=plan.n_bootstrap,
+            ProbeSettings(
+                seed=seed,
+                ridge=probing.PROBE_RIDGE,
+                test_fraction=probing.PROBE_TEST_FRACTION,
+                n_bootstrap=plan.n_bootstrap,
+                branch_depth=probing.BRANCH_K,
+            ),
             target_names=probing.BELIEF_NAMES,
             branch_tokens=tokens,
-            branch_k=probing.BRANCH_K,
         )
 
     if agent is None:  # analyze's agent probe: the same split, resamples

@@ -43,6 +43,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rl_harness import ENV_STEPS_KEY, ITERATION_KEY, CheckpointSchedule, RunContext, write_json
 from rl_harness.analysis import (
+    ProbeSettings,
     Rollouts,
     RunArtifacts,
     ablate_rollouts,
@@ -248,18 +249,27 @@ def readouts(module: RLModule, plan: Any, seed: int, reference_value: Mapping[st
     )
 
 
-def _probe(representations: np.ndarray, rollouts: Rollouts, plan: Any, seed: int, **extra: Any):
-    return evaluate_probe(
-        representations,
-        rollouts.targets,
+def probe_settings(plan: Any, seed: int, n_permutations: int = 0) -> ProbeSettings:
+    """The study's probe protocol: one record for every probe of a run."""
+    return ProbeSettings(
         seed=seed,
         ridge=PROBE_RIDGE,
         n_bootstrap=plan.n_bootstrap,
+        branch_depth=BRANCH_K,
+        n_permutations=n_permutations,
+        stream=(*STREAM, "probe"),
+    )
+
+
+def _probe(
+    representations: np.ndarray, rollouts: Rollouts, plan: Any, seed: int, n_permutations: int = 0
+):
+    return evaluate_probe(
+        representations,
+        rollouts.targets,
+        probe_settings(plan, seed, n_permutations),
         target_names=BELIEF_NAMES,
         branch_tokens=branch_codes(rollouts),
-        branch_k=BRANCH_K,
-        stream=(*STREAM, "probe"),
-        **extra,
     )
 
 
@@ -326,28 +336,21 @@ def analyze(context: RunContext, plan: Any) -> dict[str, Any]:
     seed = context.seed
     final = load_module(Path(pairs[-1][1]))
     final_record = analyze_module(final, plan, seed)
-    options = {
-        "ridge": PROBE_RIDGE,
-        "n_bootstrap": plan.n_bootstrap,
-        "branch_k": BRANCH_K,
-        "stream": (*STREAM, "probe"),
-    }
+    settings = probe_settings(plan, seed)
     own = probe_checkpoints_closed_loop(
         pairs,
         lambda module: collect(module, plan, seed),
-        seed=seed,
+        settings,
         branch_tokens=branch_codes,
         score=score_rollouts,
-        **options,
     )
     final_rollouts = collect(final, plan, seed)
     replayed = probe_checkpoints(
         pairs,
         final_rollouts,
-        seed=seed,
+        settings,
         preprocess=module_obs,
         branch_tokens=branch_codes(final_rollouts),
-        **options,
     )
     ceiling = ceilings(plan.ceiling_copies, EPISODE_LENGTH, seed)
     guesser_value = {

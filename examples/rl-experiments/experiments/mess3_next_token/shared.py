@@ -30,6 +30,7 @@ from rl_harness import (
     write_json,
 )
 from rl_harness.analysis import (
+    ProbeSettings,
     RunArtifacts,
     collect_rollouts,
     evaluate_probe,
@@ -126,10 +127,12 @@ def _probe(rollouts: Any, features: np.ndarray, context: RunContext, plan: Probe
     return evaluate_probe(
         features,
         rollouts.targets,
-        seed=context.seed,
-        ridge=PROBE_RIDGE,
-        test_fraction=PROBE_TEST_FRACTION,
-        n_bootstrap=plan.n_bootstrap,
+        ProbeSettings(
+            seed=context.seed,
+            ridge=PROBE_RIDGE,
+            test_fraction=PROBE_TEST_FRACTION,
+            n_bootstrap=plan.n_bootstrap,
+        ),
         target_names=BELIEF_NAMES,
     )
 

@@ -61,6 +61,7 @@ class StudyRun:
     run_id: str
     manifest: Mapping[str, Any]
     config: Mapping[str, Any]
+    result: Mapping[str, Any]
     probe: Mapping[str, Any]
     yardstick: Mapping[str, Any]
 
@@ -80,6 +81,7 @@ def read_run(folder: Path) -> StudyRun:
         run_id=folder.name,
         manifest=manifest,
         config=_read(folder / "config.json"),
+        result=_read(folder / "result.json"),
         probe=_read(folder / "probe_metrics.json"),
         yardstick=_read(folder / "yardstick.json"),
     )
@@ -310,7 +312,95 @@ def full_settings_table(runs: Sequence[StudyRun], full: StudyRun) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------ per run, across seeds, over training
+def runs_table(runs: Sequence[StudyRun]) -> str:
+    """One row per run (result.json; training minutes from its `training_wall_time_s`)."""
+    lines = [
+        "| arm | init | seed | run | greedy accuracy | of Bayes-optimal | probe R² | within-branch "
+        "R² | step 0 within-branch | training min |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        r = run.result
+        lines.append(
+            f"| {run.arm} | {_init(run)} | {run.seed} | `{run.run_id}` | "
+            f"{r['greedy_accuracy']:.4f} | {r['fraction_of_bayes_optimal']:.3f} | "
+            f"{r['probe_r2']:.4f} | {r['probe_r2_within_branch']:.3f} | "
+            f"{r['step0_probe_r2_within_branch']:.3f} | {r['training_wall_time_s'] / 60:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _mean_interval(values: Sequence[float], digits: int) -> str:
+    test = seed_test(values)
+    if test.low is None or test.high is None:
+        return f"{test.mean:.{digits}f}"
+    return f"{test.mean:.{digits}f} [{test.low:.{digits}f}, {test.high:.{digits}f}]"
+
+
+def seeds_table(runs: Sequence[StudyRun]) -> str:
+    """Per arm at the end: mean [95% Student-t interval] over its seeds."""
+    lines = [
+        "| arm | seeds | within-branch R² | greedy accuracy |",
+        "|---|---|---|---|",
+    ]
+    for arm in _arms(runs):
+        results = [run.result for run in runs if run.arm == arm]
+        lines.append(
+            f"| {arm} | {len(results)} | "
+            f"{_mean_interval([r['probe_r2_within_branch'] for r in results], 3)} | "
+            f"{_mean_interval([r['greedy_accuracy'] for r in results], 4)} |"
+        )
+    return "\n".join(lines)
+
+
+def gains_table(runs: Sequence[StudyRun]) -> str:
+    """Each arm's paired within-branch gains at the end: over its own step-0 network and over
+    the raw window read by the same affine probe (yardstick.json `raw_window_affine`), per
+    seed, mean [95% t-interval] and t-test p; each a single test, not corrected."""
+    lines = [
+        "| difference | per seed | mean [95% CI] | p |",
+        "|---|---|---|---|",
+    ]
+    for arm in _arms(runs):
+        arm_runs = [run for run in runs if run.arm == arm]
+        end = [run.result["probe_r2_within_branch"] for run in arm_runs]
+        for label, other in (
+            ("its step 0", [run.result["step0_probe_r2_within_branch"] for run in arm_runs]),
+            (
+                "raw window, affine",
+                [run.yardstick["raw_window_affine"]["r2_within_branch"] for run in arm_runs],
+            ),
+        ):
+            values = [a - b for a, b in zip(end, other, strict=True)]
+            text, p = _interval(values)
+            per_seed = ", ".join(f"{v:+.3f}" for v in values)
+            lines.append(f"| {arm}: end - {label} | {per_seed} | {text} | {_p(p)} |")
+    return "\n".join(lines)
+
+
+def curve_table(runs: Sequence[StudyRun]) -> str:
+    """Within-branch R² at every checkpoint all of an arm's runs have: mean over seeds
+    (min-max), from probe_metrics.json `checkpoints`."""
+    arms = _arms(runs)
+    curves = {arm: [_curve(run) for run in runs if run.arm == arm] for arm in arms}
+    steps = sorted(set.intersection(*(set(c) for cs in curves.values() for c in cs)))
+    lines = ["| env steps | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for step in steps:
+        cells = []
+        for arm in arms:
+            values = [curve[step] for curve in curves[arm]]
+            mean = sum(values) / len(values)
+            cells.append(f"{mean:.3f} ({min(values):.3f}-{max(values):.3f})")
+        lines.append(f"| {step:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[Sequence[StudyRun], StudyRun], str]] = {
+    "runs": lambda runs, full: runs_table(runs),
+    "seeds": lambda runs, full: seeds_table(runs),
+    "gains": lambda runs, full: gains_table(runs),
+    "curve": lambda runs, full: curve_table(runs),
     "competitors": lambda runs, full: competitors_table(runs),
     "untrained": lambda runs, full: untrained_table(runs),
     "memory": lambda runs, full: memory_table(runs),

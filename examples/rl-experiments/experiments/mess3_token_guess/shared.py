@@ -53,6 +53,7 @@ from rl_harness import (
     write_json,
 )
 from rl_harness.analysis import (
+    ProbeSettings,
     RunArtifacts,
     RunCheckpoint,
     collect_rollouts,
@@ -261,13 +262,15 @@ def _probe(features: np.ndarray, rollouts: Any, plan: ProbeBudget, seed: int) ->
     return evaluate_probe(
         features,
         rollouts.targets,
-        seed=seed,
-        ridge=PROBE_RIDGE,
-        test_fraction=PROBE_TEST_FRACTION,
-        n_bootstrap=plan.n_bootstrap,
+        ProbeSettings(
+            seed=seed,
+            ridge=PROBE_RIDGE,
+            test_fraction=PROBE_TEST_FRACTION,
+            n_bootstrap=plan.n_bootstrap,
+            branch_depth=BRANCH_K,
+        ),
         target_names=BELIEF_NAMES,
         branch_tokens=rollouts.observations[..., :N_TOKENS],
-        branch_k=BRANCH_K,
     )
 
 

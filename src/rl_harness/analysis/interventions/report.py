@@ -31,6 +31,7 @@ from rl_harness.analysis.interventions.scores import ShiftScores, shift_differen
 from rl_harness.analysis.layer_probes import probe_named
 from rl_harness.analysis.probes.bootstrap import Estimate, bootstrap_weights
 from rl_harness.analysis.probes.evaluate import ProbeReport
+from rl_harness.analysis.probes.settings import ProbeSettings
 from rl_harness.analysis.replay import Preprocess
 from rl_harness.analysis.rollouts import ActionTransform, Rollouts
 from rl_harness.seeding import stream_rng
@@ -215,12 +216,14 @@ def belief_interventions(
         probes_of[label] = probe_named(
             features,
             targets,
-            seed=seed,
-            stream=(*stream, "probe"),
-            ridge=ridge,
-            test_fraction=test_fraction,
-            n_bootstrap=n_bootstrap,
-            confidence=confidence,
+            ProbeSettings(
+                seed=seed,
+                stream=(*stream, "probe"),
+                ridge=ridge,
+                test_fraction=test_fraction,
+                n_bootstrap=n_bootstrap,
+                confidence=confidence,
+            ),
         )
     first = probes_of["agent"].evaluations[layers[0]]
     test = np.asarray(first.test_episodes)

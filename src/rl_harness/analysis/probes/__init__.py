@@ -48,14 +48,13 @@ from rl_harness.analysis.probes.permutation import (
     within_branch_shuffle,
 )
 from rl_harness.analysis.probes.scores import EpisodeSums, Scores, episode_sums, scores
-from rl_harness.analysis.probes.settings import ProbeSettings, probe_settings
+from rl_harness.analysis.probes.settings import ProbeSettings
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.analysis.probes.windows import quantile_bins, window_features
 
 __all__ = [
     "ProbeSettings",
     "RidgeSolver",
-    "probe_settings",
     "ridge_solver",
     "HeldOutScores",
     "conditional_permutation_null",

@@ -24,7 +24,7 @@ from rl_harness.analysis.probes.permutation import (
     permutation_null,
 )
 from rl_harness.analysis.probes.scores import episode_sums, scores
-from rl_harness.analysis.probes.settings import DEFAULT_STREAM, ProbeSettings, probe_settings
+from rl_harness.analysis.probes.settings import DEFAULT_STREAM, ProbeSettings, require_settings
 from rl_harness.analysis.probes.split import split_episodes
 from rl_harness.seeding import stream_rng
 
@@ -160,10 +160,10 @@ def evaluate_probe(
     *,
     target_names: Sequence[str] | None = None,
     branch_tokens: np.ndarray | None = None,
-    **options: Any,
+    **loose: object,
 ) -> ProbeEvaluation:
     """Probe (n_episodes, T, d) representations for (n_episodes, T, k) targets under
-    `settings` (or the same fields as keyword `options`: `seed=`, `ridge=`, `branch_k=`, ...).
+    `settings` (required: loose probe keywords such as `seed=` are refused, TypeError).
 
     With `branch_tokens` ((E, T) or (E, T, m) per-step codes: visible tokens, or tokens and
     binned actions side by side) and `settings.branch_depth`, also report within-branch R²
@@ -174,7 +174,7 @@ def evaluate_probe(
     "bootstrap")`, `(*stream, "permutation")` and `(*stream, "within_permutation")` of
     `seed`.
     """
-    settings = probe_settings(settings, options)
+    settings = require_settings(settings, loose, "evaluate_probe")
     x = _episode_array("representations", representations)
     y = _episode_array("targets", targets)
     if x.shape[:2] != y.shape[:2]:

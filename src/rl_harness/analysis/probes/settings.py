@@ -3,9 +3,10 @@
 `ProbeSettings` holds the choices that can change a probe's numbers (ridge, held-out
 fraction, bootstrap and permutation counts, the branch depth of within-branch R², the seed
 and its stream), so the agent's probe, its per-layer and per-checkpoint probes and the
-baselines scored on its split state them once. `probe_settings` also accepts the older
-loose keyword arguments (`seed=`, `ridge=`, `branch_k=`, ...) and turns them into the same
-record: the experiments still pass those.
+baselines scored on its split state them once. Every probe entry point takes one
+`ProbeSettings`; loose probe keywords (`seed=`, `ridge=`, `branch_k=`, ...: the compatibility
+path this record replaced, removed) are refused with a TypeError naming it
+(`require_settings`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
 
 DEFAULT_STREAM = ("analysis", "probe")
 VARIANCE_TOL = 1e-10  # relative: variance <= tol * mean square counts as never varying
@@ -72,18 +72,19 @@ class ProbeSettings:
         object.__setattr__(self, "stream", tuple(self.stream))
 
 
-def probe_settings(settings: ProbeSettings | None, options: Mapping[str, Any]) -> ProbeSettings:
-    """`settings`, or the record the loose keyword `options` describe (`branch_k` is the
-    older name of `branch_depth`); both at once is an error."""
-    if settings is not None:
-        if options:
-            raise ValueError(f"pass settings or keyword options, not both: {sorted(options)}")
-        return settings
-    fields = dict(options)
-    if "branch_k" in fields:
-        if "branch_depth" in fields:
-            raise ValueError("branch_k is the older name of branch_depth: pass one")
-        fields["branch_depth"] = fields.pop("branch_k")
-    if "seed" not in fields:
-        raise ValueError("a probe needs a seed: pass settings=ProbeSettings(seed=...)")
-    return ProbeSettings(**fields)
+def require_settings(
+    settings: ProbeSettings | None, loose: Mapping[str, object], where: str
+) -> ProbeSettings:
+    """`settings`, checked: loose probe keywords, a missing record or any other object is a
+    TypeError naming ProbeSettings (the loose-keyword path is removed: state the protocol
+    once, `ProbeSettings(seed=..., ridge=..., branch_depth=...)`)."""
+    if loose:
+        raise TypeError(
+            f"{where}() takes the probe protocol as one ProbeSettings, not loose keyword "
+            f"arguments ({', '.join(sorted(loose))}): pass ProbeSettings(seed=..., ...)"
+        )
+    if not isinstance(settings, ProbeSettings):
+        raise TypeError(
+            f"{where}() needs settings=ProbeSettings(seed=...), got {type(settings).__name__}"
+        )
+    return settings
