@@ -192,7 +192,8 @@ class StatefulTransformerEncoder(nn.Module):
 
     def __getstate__(self) -> dict[str, Any]:
         # The acting arena is scratch memory, not state: copies and pickles start without it.
-        state = dict(super().__getstate__())
+        # torch's nn.Module.__getstate__ is unannotated (it returns a copy of __dict__).
+        state = dict(super().__getstate__())  # type: ignore[no-untyped-call]
         state["_arena"] = None
         return state
 
