@@ -15,8 +15,12 @@ piece is wrapped (wall and process CPU seconds, all threads), per iteration:
              backward (compute_gradients) and the optimizer step (apply_gradients); rest
 
 Paths: "previous" = acting through RLlib's per-item connector pieces and (flagship) RLlib's
-GAE piece with autograd on (the library at af63730 in those respects); "current" = this
-library's defaults (batched acting connectors; GAE's value pass without autograd). The two
+GAE piece with autograd on and the stateful transformer's passes without autograd as they
+were (a fresh K/V buffer per step with the cache copied in, `ARENA_STEPS = 0`; the
+concatenating rotation over (positions, 1, head_dim) tables: `previous_encoder_arithmetic`)
+(the library at af63730 in those respects); "current" = this library's defaults (batched
+acting connectors; GAE's value pass without autograd; the acting K/V arena and the
+rotation without a concatenation over per-head tables). The two
 paths alternate iteration by iteration (after one warm-up iteration each), so drift on a
 shared machine hits both; the learner and runner of each path start from the same weights
 and seed.
@@ -31,12 +35,14 @@ study's runs use one (OMP_NUM_THREADS=1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import os
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 PIECES = (
@@ -122,6 +128,39 @@ def study_config(study: str, previous: bool, batch: int):
     return config, plan
 
 
+@contextlib.contextmanager
+def previous_encoder_arithmetic() -> Iterator[None]:
+    """The stateful transformer's rotation as before issue 53's acting arena: the
+    concatenating formula (what autograd still runs) over (positions, 1, head_dim) tables
+    (they are now materialized per head). Same numbers; only the cost differs."""
+    import torch
+
+    from rl_harness.learners.components import stateful_transformer as st
+
+    def rotate(x: Any, cos: Any, signed_sin: Any) -> Any:
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
+
+    tables_for = st.StatefulTransformerEncoder._tables_for
+    narrow: dict[Any, Any] = {}
+
+    def previous_tables(self: Any, steps: int, device: Any) -> Any:
+        key = (id(self), steps, device)
+        if key not in narrow:
+            cos, sin, window = tables_for(self, steps, device)
+            narrow[key] = (cos[:, :1].contiguous(), sin[:, :1].contiguous(), window)
+        return narrow[key]
+
+    saved = st.rotate
+    st.rotate = rotate
+    st.StatefulTransformerEncoder._tables_for = previous_tables  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        st.rotate = saved
+        st.StatefulTransformerEncoder._tables_for = tables_for  # type: ignore[method-assign]
+
+
 class Path:
     """One path's env runner and learner, its pieces wrapped."""
 
@@ -130,6 +169,9 @@ class Path:
 
         config, self.plan = study_config(study, previous, batch)
         self.runner = SingleAgentEnvRunner(config=config)
+        self.previous_encoder = previous and study == "flagship"
+        if self.previous_encoder:  # a fresh K/V buffer per acting step, as before
+            self.runner.module.transformer.ARENA_STEPS = 0
         self.learner = config.build_learner(spaces=self.runner.get_spaces())
         self.clock = Clock()
         runner, learner, clock = self.runner, self.learner, self.clock
@@ -153,6 +195,12 @@ class Path:
         clock.wrap(learner, "apply_gradients", "  optimizer step")
 
     def iteration(self) -> dict[str, tuple[float, float]]:
+        if self.previous_encoder:
+            with previous_encoder_arithmetic():
+                return self._iteration()
+        return self._iteration()
+
+    def _iteration(self) -> dict[str, tuple[float, float]]:
         self.clock.wall.clear()
         self.clock.cpu.clear()
         episodes, steps = [], 0

@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 import pytest
+import torch
 from experiments.mess3_belief_geometry.reward_only import experiment as flagship
 from experiments.mess3_token_guess.ppo import experiment as token_guess
 from ray.rllib.core.columns import Columns
@@ -139,3 +140,46 @@ def test_batched_acting_refuses_a_config_with_its_own_connectors():
     with pytest.raises(ValueError, match="own acting connectors"):
         batched_acting(config)
     assert BatchedObservations  # exported piece, used by store_kv_steps' pipeline
+
+
+def _previous_rotate(x, cos, signed_sin):
+    """The rotation before the arena (tests/learners/test_acting_arena.py checks it)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
+
+
+def _flagship_transformer(runner):
+    module = runner.module
+    return (
+        module.transformer
+        if hasattr(module, "transformer")
+        else module["default_policy"].transformer
+    )
+
+
+def test_the_acting_arena_samples_the_episodes_fresh_buffers_sample(monkeypatch):
+    """The flagship's acting through its K/V arena and no-concatenation rotation (this
+    library) samples, bit for bit, the episodes of the previous acting arithmetic (a fresh
+    buffer per step, `ARENA_STEPS = 0`, and the concatenating rotation)."""
+    import rl_harness.learners.components.stateful_transformer as st
+
+    def sample(previous: bool):
+        runner = SingleAgentEnvRunner(config=_flagship_config(batched=True))
+        transformer = _flagship_transformer(runner)
+        try:
+            episodes = []
+            with monkeypatch.context() as patch:
+                if previous:
+                    transformer.ARENA_STEPS = 0
+                    patch.setattr(st, "rotate", _previous_rotate)
+                for _ in range(4):
+                    episodes += runner.sample(num_timesteps=20, random_actions=False)
+            return episodes, transformer
+        finally:
+            runner.stop()
+
+    new, transformer = sample(previous=False)
+    old, _ = sample(previous=True)
+    assert transformer._arena is not None and transformer._arena.head > 1  # used in place
+    assert any(e.is_done for e in new) and any(e.t_started > 0 for e in new)
+    _assert_same(new, old)

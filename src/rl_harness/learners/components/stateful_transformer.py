@@ -11,11 +11,19 @@ sequence (training chunks, probes): a sequence of T steps starting from a cache 
 at every position, exactly the keys and values that stepping one at a time sees, so
 the two agree to float rounding. State tensors are batch-first:
 k, v (B, num_layers, context - 1, d_model) float, n (B, 1) int64.
+
+Acting (no autograd) costs one step of attention per layer plus the cache's upkeep: a pass
+handed back its own last cache out (the env runner does, every step without a reset) writes
+the new keys/values into its arena in place instead of copying the cache into a fresh
+buffer; any other state gets a fresh buffer, as before. A cache out is a view of that
+memory and is never written to afterwards, so caches handed out stay valid.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +38,13 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torc
     (P, 1, head_dim). x in its contiguous (positions, heads) layout: the same elementwise
     ops on the (heads, positions) transposed view run ~5x slower on CPU."""
     half = x.shape[-1] // 2
-    return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
+    if torch.is_grad_enabled() and x.requires_grad:
+        return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * signed_sin
+    # Without autograd (acting, replays): the same products and sum per element (so the
+    # same bits), the swapped halves multiplied straight into one buffer instead of
+    # concatenated first (one temporary less per call, on every layer's 64 keys per step).
+    swapped = torch.roll(x, half, dims=-1)  # [second half, first half], as the cat
+    return swapped.mul_(signed_sin).add_(x * cos)
 
 
 class CachedSelfAttention(nn.Module):
@@ -102,6 +116,22 @@ class CachedBlock(nn.Module):
         return x + self.mlp(self.norm2(x)), keys, values
 
 
+@dataclass
+class _Arena:
+    """The acting K/V arena: (B, L, C-1+extra, D) each; the newest cache out is the
+    window [head, head + C-1)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    head: int
+    inference: bool  # made under torch.inference_mode (only written to under it again)
+
+    def window_shape(self, past: int) -> tuple[int, ...]:
+        """The shape of a cache out: (B, L, past, D)."""
+        batch, layers, _, width = self.k.shape
+        return (batch, layers, past, width)
+
+
 class StatefulTransformerEncoder(nn.Module):
     """(B, T, input_dim) steps + cache -> (final normed residual (B, T, d_model), new cache).
 
@@ -111,6 +141,9 @@ class StatefulTransformerEncoder(nn.Module):
 
     inv_freq: torch.Tensor  # buffers (register_buffer), typed for mypy
     slots: torch.Tensor
+    # Rows an acting arena holds beyond the cache: a fresh one (one copy of the cache) at
+    # most every ARENA_STEPS single steps.
+    ARENA_STEPS = 64
 
     def __init__(
         self,
@@ -152,9 +185,17 @@ class StatefulTransformerEncoder(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # Window slot index of every cache slot, for the validity mask.
         self.register_buffer("slots", torch.arange(context - 1), persistent=False)
+        self._arena: _Arena | None = None  # see _acting_buffers; not part of the state
         self._tables: dict[
             tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
         ] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The acting arena is scratch memory, not state: copies and pickles start without it.
+        # torch's nn.Module.__getstate__ is unannotated (it returns a copy of __dict__).
+        state = dict(super().__getstate__())  # type: ignore[no-untyped-call]
+        state["_arena"] = None
+        return state
 
     def initial_state(
         self, batch_size: int, device: torch.device | None = None
@@ -181,8 +222,13 @@ class StatefulTransformerEncoder(nn.Module):
                 positions = torch.arange(past + steps, device=device, dtype=torch.float32)
                 angles = torch.outer(positions, self.inv_freq.to(device).clone())
                 angles = torch.cat((angles[past:], angles))  # queries, then keys
+                # Materialized per head: (positions, heads, head_dim) contiguous, so the
+                # rotation's elementwise ops run over whole rows (a (P, 1, head_dim) table
+                # broadcast over heads runs the loops head_dim wide); the same numbers.
+                heads = (-1, self.num_heads, -1)
                 cos = torch.cat((angles.cos(), angles.cos()), dim=-1)[:, None]
                 sin = torch.cat((-angles.sin(), angles.sin()), dim=-1)[:, None]
+                cos, sin = cos.expand(heads).contiguous(), sin.expand(heads).contiguous()
                 query = torch.arange(past, past + steps, device=device)[:, None]
                 keys = torch.arange(past + steps, device=device)[None, :]
                 window = (keys <= query) & (keys > query - self.context)
@@ -234,10 +280,7 @@ class StatefulTransformerEncoder(nn.Module):
         else:
             # Acting: one buffer per K and V holds [cache, new steps] of every layer; the
             # cache out is a view of it (no per-layer concatenation, no stacking).
-            shape = (batch, self.num_layers, past + steps, self.d_model)
-            buffers = h.new_empty(shape), h.new_empty(shape)
-            buffers[0][:, :, :past] = state["k"]
-            buffers[1][:, :, :past] = state["v"]
+            buffers = self._acting_buffers(state, steps, h)
             caches = [(buffers[0][:, i], buffers[1][:, i]) for i in range(self.num_layers)]
         new_k, new_v = [], []
         for layer, (block, (cache_k, cache_v)) in enumerate(zip(self.blocks, caches, strict=True)):
@@ -253,6 +296,47 @@ class StatefulTransformerEncoder(nn.Module):
             k_out, v_out = buffers[0][:, :, steps:], buffers[1][:, :, steps:]
         n_out = (state["n"] + steps).clamp(max=past)
         return residuals, {"k": k_out, "v": v_out, "n": n_out}
+
+    def _acting_buffers(
+        self, state: dict[str, torch.Tensor], steps: int, like: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V buffers (B, L, C-1+T, D) for a pass without autograd: the cache in their
+        first C-1 rows, the T new steps' keys/values to be written into the rest.
+
+        They are windows of an arena. When `state` is the cache out of this module's last
+        such pass (a view of the arena at its newest window, as the env runner hands it
+        back every step without a reset) and the arena has room, the window moves on by T
+        rows in place: no copy of the C-1 cached steps per step. Otherwise (another state,
+        a reset, a full arena) a fresh arena is allocated and the cache copied in, as every
+        step did before. The arena is only ever written past its newest window, so every
+        cache out handed out before keeps its values."""
+        past = self.context - 1
+        k_in, v_in = state["k"], state["v"]
+        arena = self._arena
+        mode = torch.is_inference_mode_enabled()
+        latest = (
+            arena is not None
+            and arena.inference == mode
+            and tuple(k_in.shape) == tuple(v_in.shape) == arena.window_shape(past)
+            and k_in.stride() == arena.k.stride() == v_in.stride()
+            and k_in.dtype == arena.k.dtype == v_in.dtype
+            and k_in.data_ptr() == arena.k[:, :, arena.head].data_ptr()
+            and v_in.data_ptr() == arena.v[:, :, arena.head].data_ptr()
+        )
+        if latest and arena is not None and arena.head + past + steps <= arena.k.shape[2]:
+            window = slice(arena.head, arena.head + past + steps)
+            arena.head += steps
+            return arena.k[:, :, window], arena.v[:, :, window]
+        # A fresh buffer with the cache copied in. Room for ARENA_STEPS more steps only once
+        # a cache out came back (acting): a caller that keeps every cache out (RLlib storing
+        # the whole state per step) keeps buffers of exactly cache + new steps, as before.
+        rows = past + (max(steps, self.ARENA_STEPS) if latest else steps)
+        shape = (like.shape[0], self.num_layers, rows, self.d_model)
+        k_arena, v_arena = like.new_empty(shape), like.new_empty(shape)
+        k_arena[:, :, :past] = k_in
+        v_arena[:, :, :past] = v_in
+        self._arena = _Arena(k_arena, v_arena, head=steps, inference=mode)
+        return k_arena[:, :, : past + steps], v_arena[:, :, : past + steps]
 
     def residual_names(self) -> list[str]:
         """The depths `forward_residuals` names, in order: "embed", "block_1".."block_L",
