@@ -3,7 +3,7 @@ headline=...)` (issue 48 item 3), and the harness reads nothing else of the modu
 
 Through the CLI: a leaf declaring the old module names (BUDGETS, DEFAULT_BUDGET, HEADLINE)
 without RECIPE is refused with one line naming the migration; a module with neither is
-refused; a bare `run` still runs with a deprecation warning. The budgets, default and headline
+refused; a bare `run` still runs with a deprecation note. The budgets, default and headline
 come from RECIPE even when the module holds other names. `compare` reads the headline from
 the source without importing it. The run options are checked and normalised once
 (`RunOptions.checked`), and `context.settings` is typed as the recipe's settings type (mypy).
@@ -110,13 +110,13 @@ def test_a_module_without_recipe_or_run_is_refused(tmp_path, capsys):
     assert "RECIPE must be a rl_harness.Recipe, got function" in _error_line(capsys)
 
 
-def test_a_bare_run_still_runs_with_a_deprecation_warning(tmp_path, capsys):
+def test_a_bare_run_still_runs_with_a_deprecation_note(tmp_path, capsys):
     leaf = _leaf(tmp_path, BARE)
     assert main([str(leaf), "--smoke", "--no-upload-artifacts"]) == 0
     out = capsys.readouterr()
-    text = out.out + out.err
-    assert "has no RECIPE: reading its run() alone is deprecated" in text
-    assert "add RECIPE = Recipe(run=run)" in text
+    assert "has no RECIPE: reading its run() alone is deprecated" in out.out
+    assert "add RECIPE = Recipe(run=run)" in out.out
+    assert "deprecated" not in out.err  # stderr stays a refused run's one error line
     (run,) = (leaf.parent / "results").iterdir()
     assert json.loads((run / "result.json").read_text()) == {"settings": None, "budget": "smoke"}
 

@@ -88,7 +88,7 @@ class Recipe(Generic[S]):
 def declared_recipe(module: ModuleType) -> Recipe[Any]:
     """The module's `RECIPE`. RecipeError for a module without one: naming the migration when
     it declares the old module attributes (BUDGETS, DEFAULT_BUDGET, HEADLINE). A module with
-    only `run(context)` (no budgets, no headline) still runs, with a deprecation warning."""
+    only `run(context)` (no budgets, no headline) still runs, with a deprecation note."""
     name = module.__name__
     recipe = getattr(module, RECIPE_NAME, None)
     if isinstance(recipe, Recipe):
@@ -112,9 +112,11 @@ def declared_recipe(module: ModuleType) -> Recipe[Any]:
         )
     if not callable(run):
         raise RecipeError(f"{name}.run is not callable")
-    log.warning(
-        f"{name} has no {RECIPE_NAME}: reading its run() alone is deprecated and will stop; "
-        f"add {RECIPE_NAME} = Recipe(run=run) ({MIGRATION})"
+    # A note on the console's run lines (stdout), not stderr: a refused run's stderr stays
+    # its one error line.
+    log.info(
+        f"note: {name} has no {RECIPE_NAME}: reading its run() alone is deprecated and will "
+        f"stop; add {RECIPE_NAME} = Recipe(run=run) ({MIGRATION})"
     )
     return Recipe(run=run)
 
