@@ -28,11 +28,7 @@ from typing import Any
 
 from experiments.mess3_belief_geometry.reward_only import experiment as flagship
 
-from rl_harness import RunContext, run_algorithm
-
-# The flagship's budgets, chosen by name (never by the hardware): FULL unless told.
-BUDGETS = flagship.BUDGETS
-DEFAULT_BUDGET = "full"
+from rl_harness import Recipe, RunContext, run_algorithm
 
 
 def _nvidia_smi() -> list[dict[str, str]]:
@@ -65,12 +61,12 @@ def _gpu_memory() -> dict[str, Any]:
     }
 
 
-def run(context: RunContext) -> dict[str, Any]:
+def run(context: RunContext[flagship.Budget]) -> dict[str, Any]:
     out = Path(os.environ.get("GPU_FLAGSHIP_OUT") or context.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     iterations = int(os.environ.get("GPU_FLAGSHIP_ITERATIONS", "4"))
     path = os.environ.get("GPU_FLAGSHIP_PATH", "kv-steps")
-    plan: flagship.Budget = context.settings  # BUDGETS[--budget], default full
+    plan = context.settings  # the flagship's budget by name, default full
     config = flagship.build_config(plan)
     if path == "kv-steps":
         from rl_harness.learners.models import store_kv_steps
@@ -169,3 +165,7 @@ def _summary(iterations: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "nvidia_smi_max_memory_used_mib": max(used) if used else None,
     }
+
+
+# The flagship's budgets, chosen by name (never by the hardware): FULL unless told.
+RECIPE = Recipe(run=run, budgets=flagship.RECIPE.budgets, default="full")

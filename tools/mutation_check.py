@@ -182,6 +182,22 @@ MUTATIONS = [
         "the memory yardstick's filter would apply the last m steps newest first",
     ),
     Mutation(
+        "recipe-old-names-half-read",
+        "harness/recipe.py",
+        (("    if old:\n", "    if False:\n"),),
+        (
+            "tests/harness/test_recipe_declaration.py::test_an_old_style_leaf_is_refused_with_the_migration",
+        ),
+        "a leaf with BUDGETS but no RECIPE would run its bare run(), its budgets silently ignored",
+    ),
+    Mutation(
+        "options-checked-twice",
+        "harness/context.py",
+        (("        if self._checked:\n", "        if False:\n"),),
+        ("tests/harness/test_recipe_declaration.py::test_a_run_checks_its_options_once",),
+        "a run's options would be checked again on each step from the CLI to the recipe",
+    ),
+    Mutation(
         "seed-upper-bound",
         "harness/context.py",
         (("if not 0 <= seed <= MAX_SEED:", "if not 0 <= seed <= MAX_SEED + 1:"),),

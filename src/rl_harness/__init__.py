@@ -26,10 +26,13 @@ if TYPE_CHECKING:
         RETURN_KEY,
         learner_key,
     )
+    from rl_harness.harness.recipe import Recipe
     from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
 
 # Public name -> (module, attribute in that module).
 _EXPORTS = {
+    # What a leaf declares once, as RECIPE = Recipe(run=run, budgets=..., default=..., headline=...)
+    "Recipe": ("rl_harness.harness.recipe", "Recipe"),
     "RunContext": ("rl_harness.harness.context", "RunContext"),
     "make_context": ("rl_harness.harness.context", "make_context"),
     # A recipe run from a notebook or script, recorded exactly as `rl-harness TARGET` does.
@@ -63,6 +66,7 @@ __all__ = [
     "ITERATION_KEY",
     "LENGTH_KEY",
     "RETURN_KEY",
+    "Recipe",
     "RunContext",
     "RunResult",
     "TrainedRun",

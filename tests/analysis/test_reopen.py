@@ -41,6 +41,8 @@ def run(context):
     )
     result = run_algorithm(config, context, stop=plan.iterations, checkpoint_every=1)
     return {"iterations": result.iterations}
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

@@ -55,6 +55,8 @@ def run(context):
         "sizes": list(s.sizes),
         "cap": s.cap,
     }
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 # What other engineers' new leaves write until they read context.settings: still works.
@@ -65,6 +67,10 @@ INTERIM_FORM = BUDGETED.replace(
 UNBUDGETED = """
 def run(context):
     return {"budget": context.budget, "settings": context.settings, "smoke": context.smoke}
+
+
+from rl_harness import Recipe
+RECIPE = Recipe(run=run)
 """
 
 # A real (tiny) PPO run whose budget sets the batch: config.json shows what was trained.
@@ -98,6 +104,8 @@ def run(context):
     )
     result = run_algorithm(config, context, stop=plan.iterations)
     return {"iterations": result.iterations}
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 
@@ -201,8 +209,8 @@ def test_bad_budget_input_is_one_line_and_leaves_nothing(argv, expected, tmp_pat
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--budget", "cpu"], "declares no BUDGETS, so it has no budget 'cpu'"),
-        (["--set", "iterations=3"], "declares no BUDGETS: --set has nothing to set"),
+        (["--budget", "cpu"], "declares no budgets, so it has no budget 'cpu'"),
+        (["--set", "iterations=3"], "declares no budgets: --set has nothing to set"),
     ],
 )
 def test_recipe_without_budgets_takes_only_smoke(argv, expected, tmp_path, capsys):
@@ -236,10 +244,10 @@ def test_show_settings_lists_budgets_and_starts_nothing(tmp_path, capsys):
     assert main([str(leaf), "--show-settings", "--set", "nope=1"]) == 2
     assert "unknown setting 'nope'" in _error_line(capsys)
     assert not (leaf.parent / "results").exists()
-    # A recipe without BUDGETS says so.
+    # A recipe without budgets says so.
     plain = _leaf(tmp_path, UNBUDGETED, name="plain")
     assert main([str(plain), "--show-settings"]) == 0
-    assert "declares no BUDGETS" in capsys.readouterr().out
+    assert "declares no budgets" in capsys.readouterr().out
 
 
 def test_make_context_resolves_an_imported_recipes_budgets(tmp_path):
@@ -260,7 +268,11 @@ def test_make_context_resolves_an_imported_recipes_budgets(tmp_path):
         assert make_context(tmp_path, experiment_module=module.__name__).settings == module.CPU
         with pytest.raises(BudgetError, match="has no budget 'gpu'"):
             make_context(tmp_path, experiment_module=module.__name__, budget="gpu")
-        assert resolve_budget(module, smoke=True).settings == module.SMOKE
+        smoke = resolve_budget(module.RECIPE, "smoke", owner=module.__name__)
+        assert smoke.settings == module.SMOKE
+        assert make_context(tmp_path, experiment_module=module.__name__, smoke=True).settings == (
+            module.SMOKE
+        )
     finally:
         sys.path.remove(str(tmp_path))
         for name in ("leaf.experiment", "leaf"):

@@ -27,13 +27,17 @@ BUDGET = (
     "from dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass B:\n"
     "    note: str = ''\n\nBUDGETS = {'cpu': B()}\nDEFAULT_BUDGET = 'cpu'\n\n"
 )
+DECLARED = (
+    "\nfrom rl_harness import Recipe\n"
+    "RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)\n"
+)
 RECIPES = {
-    "completed": BUDGET + "def run(context):\n    return {'ok': True}\n",
+    "completed": BUDGET + "def run(context):\n    return {'ok': True}\n" + DECLARED,
     "failed": (
         "import os\n\n" + BUDGET + "def run(context):\n"
-        "    raise RuntimeError('login refused for ' + os.environ['CLUSTER_TOKEN'])\n"
+        "    raise RuntimeError('login refused for ' + os.environ['CLUSTER_TOKEN'])\n" + DECLARED
     ),
-    "interrupted": BUDGET + "def run(context):\n    raise KeyboardInterrupt\n",
+    "interrupted": BUDGET + "def run(context):\n    raise KeyboardInterrupt\n" + DECLARED,
 }
 EXIT = {"completed": 0, "failed": 1, "interrupted": 130}
 

@@ -44,6 +44,8 @@ DEFAULT_BUDGET = "smoke"
 
 def run(context):
     return {{name: getattr(context.settings, name) for name in {names!r}}}
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

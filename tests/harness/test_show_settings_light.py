@@ -1,8 +1,9 @@
 """`--show-settings` answers without importing torch or RLlib (issue 51 item 5): only the
-statements BUDGETS and DEFAULT_BUDGET need run (recipe.budget_declarations). Checked on every
-bundled leaf and template by the modules a fresh interpreter holds afterwards, and its answer
-checked equal to the one from the fully imported recipe; a recipe whose BUDGETS change after
-their definition is imported as a run would, and answers the same."""
+statements RECIPE's budgets, default and headline need run (recipe.budget_declarations).
+Checked on every bundled leaf and template by the modules a fresh interpreter holds
+afterwards, and its answer checked equal to the one from the fully imported recipe; a recipe
+whose budgets change after their definition is imported as a run would, and answers the
+same."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ def test_show_settings_imports_no_torch_or_rllib_for_any_bundled_recipe(tmp_path
     # The same answer as the recipe imported in full (two of them, torch and all).
     flagship = EXAMPLES / "experiments/mess3_belief_geometry/reward_only/experiment.py"
     for leaf in (LEAVES[0], flagship):
-        module = load_recipe(str(leaf)).module
-        full = settings_text(module, resolve_budget(module, None, ["iterations=3"]))
+        loaded = load_recipe(str(leaf))
+        chosen = resolve_budget(loaded.declared, None, ["iterations=3"], owner=loaded.module_name)
+        full = settings_text(loaded.declared, loaded.module_name, chosen)
         assert seen["answers"][str(leaf)][1].strip() == full.strip()
 
 
@@ -79,6 +81,10 @@ DEFAULT_BUDGET = "cpu"
 
 def run(context):
     return {}
+
+
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

@@ -38,6 +38,8 @@ DEFAULT_BUDGET = "cpu"
 def run(context):
     plan = context.settings
     return {"lr": plan.lr, "hidden": list(plan.hidden), "steps": plan.steps}
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

@@ -2,10 +2,13 @@
 `rl-harness new` template reads its budget through `context.settings`, so `--set` and
 `--budget` reach the training loop, and metrics.jsonl, config.json and `show` agree.
 
-The fast test reads each recipe's `run` (its AST) for the old pattern that ignored `--set`
-(`BUDGETS["smoke" if context.smoke else DEFAULT_BUDGET]`); the slow ones run each training
-leaf and template through the CLI with `--smoke --set iterations=2 --set train_batch=...` and
-compare the iterations in metrics.jsonl and the batch size in config.json with the record.
+The fast tests read each recipe's `run` (its AST) for the old pattern that ignored `--set`
+(`BUDGETS["smoke" if context.smoke else DEFAULT_BUDGET]`), and check each declares the one
+`RECIPE = Recipe(run=run, ...)` the harness reads (issue 48 item 3), its `run` typed
+`RunContext[<settings>]`, with no re-export line left for the harness; the slow ones run
+each training leaf and template through the CLI with `--smoke --set iterations=2 --set
+train_batch=...` and compare the iterations in metrics.jsonl and the batch size in
+config.json with the record.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_harness.harness.recipe import _recipe_arguments
 from rl_harness.harness.scaffold import LEAF_PATH, TEMPLATE_DIR, TEMPLATES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +79,27 @@ def test_each_recipe_reads_its_budget_through_context_settings(path: Path):
     run = _run_function(path.read_text())
     assert _reads_budgets_by_hand(run) == [], f"{path}: run() picks its budget by hand"
     assert _reads_settings(run), f"{path}: run() never reads context.settings"
+
+
+@pytest.mark.parametrize(
+    "path", [*LEAVES, *TEMPLATE_FILES], ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}"
+)
+def test_each_recipe_declares_the_one_recipe_the_harness_reads(path: Path):
+    source = path.read_text()
+    tree = ast.parse(source)
+    _, arguments = _recipe_arguments(tree.body)  # exactly one RECIPE = Recipe(...)
+    assert ast.unparse(arguments["run"]) == "run", path
+    assert {"budgets", "default"} <= set(arguments), f"{path}: RECIPE names no budgets"
+    (context,) = _run_function(source).args.args[:1]
+    assert context.annotation is not None
+    assert ast.unparse(context.annotation).startswith("RunContext["), f"{path}: run untyped"
+    reexports = [
+        line
+        for line in source.splitlines()
+        if "noqa: F401" in line
+        and any(n in line for n in ("BUDGETS", "DEFAULT_BUDGET", "HEADLINE"))
+    ]
+    assert reexports == [], f"{path}: re-exports for the harness"
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -37,6 +37,8 @@ def run(context):
     # A config.json as the runners write it (a key to group by, and the budget).
     write_json(context.paths.config, {"lr": 0.001, "budget": context.budget_record})
     return {"value": float(context.seed) + context.settings.steps}
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

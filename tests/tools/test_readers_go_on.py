@@ -68,15 +68,22 @@ def run(context):
     probes["probe"] = {{"r2_pooled": estimate(0.5 + 0.01 * seed)}}
     write_json(context.results_dir / "probe_metrics.json", probes)
     return {{"score": float(seed), "nested": {{"x": 2.0 * seed}}, "extra": 1.0}}
+
+
+from rl_harness import Recipe
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, headline=HEADLINE)
 """
-HEADLINE = 'HEADLINE = ("score", "nested/x")'
+HEADLINE = 'HEADLINE = ("score", "nested/x")'  # a name the RECIPE takes, as the leaves do
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> Path:
     """study/arm (a HEADLINE; seeds 0-3) and study/plain (none; seeds 0-1), made by the CLI."""
     root = tmp_path_factory.mktemp("readers") / "study"
-    for leaf, headline, seeds in (("arm", HEADLINE, range(4)), ("plain", "", range(2))):
+    for leaf, headline, seeds in (
+        ("arm", HEADLINE, range(4)),
+        ("plain", "HEADLINE = ()", range(2)),
+    ):
         path = root / leaf / "experiment.py"
         path.parent.mkdir(parents=True)
         path.write_text(RECIPE.format(headline=headline))

@@ -45,8 +45,8 @@ def test_the_template_leaf_is_committed_and_builds_for_each_process(tmp_path, ca
     ).stdout.split()
     assert LEAF in tracked and "experiments/example_study/smoke/experiment.py" in tracked
     leaf = _load(repo / LEAF)
-    assert leaf.HEADLINE[0] == "return_per_step"
-    assert leaf.BUDGETS["smoke"] is leaf.SMOKE and leaf.DEFAULT_BUDGET in leaf.BUDGETS
+    assert leaf.RECIPE.headline[0] == "return_per_step"
+    assert leaf.RECIPE.budgets["smoke"] is leaf.SMOKE and leaf.RECIPE.default == "cpu"
     for process in ("mess3", "z1r", "rrxor"):
         leaf.PROCESS = process
         # the config as a CLI run trains it (the default hardware plan applied), its env
@@ -90,10 +90,12 @@ def test_the_template_leaf_runs_in_smoke_mode(tmp_path, capsys):
 
 
 HEADLINED = """
-HEADLINE = ("b", "nested/x", "missing")
+from rl_harness import Recipe
 
 def run(context):
     return {"a": 1, "b": 2.5, "nested": {"x": 3, "y": 4}, "c": 5}
+
+RECIPE = Recipe(run=run, headline=("b", "nested/x", "missing"))
 """
 MANY = """
 def run(context):

@@ -18,8 +18,9 @@ Metric keys, looked up in this order for each run:
   its value; "[i]" after a part indexes a JSON list, negative from the end (e.g.
   "closed_loop_probes.json:probes[-1]/r2_pooled", the last checkpoint's probe);
 - "<path>": the same path in result.json, then probe_metrics.json.
-Defaults: the result keys the runs' recipes declare as their HEADLINE (read from the recipe
-source with `ast`, never imported); without one, return_per_step and the first pooled R²s
+Defaults: the result keys the runs' recipes declare as their headline (`RECIPE`'s
+`headline`, read from the recipe source with `ast`, never imported: recipe.static_headline);
+without one, return_per_step and the first pooled R²s
 of probe_metrics.json ("r2_pooled" at any depth), DEFAULT_COUNT in all, a note naming how
 many were left out. "all": `every_metric`. Across runs: mean and a 95% Student-t interval
 (none for a single run); runs without the metric are counted per metric.
@@ -47,7 +48,6 @@ otherwise pool or drop everything).
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
 import math
@@ -63,6 +63,7 @@ from rl_harness.harness.configrecord import config_lookup, flat_config
 from rl_harness.harness.console import text_table
 from rl_harness.harness.metric_keys import LENGTH_KEY, RETURN_KEY
 from rl_harness.harness.metrics import flatten, is_timing_key
+from rl_harness.harness.recipe import static_headline
 from rl_harness.harness.runtools.records import RunRecord, RunToolError, Unreadable, find_runs
 
 RETURN_PER_STEP = "return_per_step"
@@ -72,7 +73,7 @@ UNRECORDED_BUDGET = "unrecorded"  # a non-smoke run recorded before budgets had 
 BUDGET_KEY = "budget.name"  # config.json's record of the budget (runners/common.py)
 LIBRARY_COMMIT_KEY = "library.commit"  # a `where` key read from the manifest, not config.json
 ALL_METRICS = "all"  # compare_runs(metrics="all"): every metric (`every_metric`)
-DEFAULT_COUNT = 6  # metrics shown when the recipes declare no HEADLINE
+DEFAULT_COUNT = 6  # metrics shown when the recipes declare no headline
 WIDE = 6  # more metrics than this: the text table lists one metric per row
 MAX_PANELS = 12  # panels in comparison.png (3 columns x 4 rows at most)
 
@@ -219,32 +220,8 @@ def pooled_r2_metrics(records: Sequence[RunRecord]) -> list[str]:
     return keys
 
 
-def _headline_in(source: Path) -> tuple[str, ...]:
-    """A module-level `HEADLINE = ("a", "b/c", ...)` literal in a recipe's source, read with
-    `ast` (never imported); () when there is none or it is not a literal of strings."""
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, assigned = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, assigned = [node.target], node.value
-        else:
-            continue
-        if any(isinstance(t, ast.Name) and t.id == "HEADLINE" for t in targets):
-            try:
-                value = ast.literal_eval(assigned)
-            except ValueError:
-                return ()
-            if isinstance(value, tuple | list) and all(isinstance(k, str) for k in value):
-                return tuple(value)
-    return ()
-
-
 def recipe_headline(record: RunRecord) -> tuple[str, ...]:
-    """The result keys the run's recipe declares as its `HEADLINE` (README: the closing
+    """The result keys the run's recipe declares as its headline (README: the closing
     line's numbers): read from the recorded source file, else from the file of that name in
     the leaf beside results/ (a run copied with its repo); () when neither declares one.
     It only chooses which numbers to show: the values always come from the run's records."""
@@ -253,12 +230,12 @@ def recipe_headline(record: RunRecord) -> tuple[str, ...]:
         return ()
     for source in (Path(recorded), record.path.parent.parent / Path(recorded).name):
         if source.is_file():
-            return _headline_in(source)
+            return static_headline(source)
     return ()
 
 
 def default_metrics(records: Sequence[RunRecord]) -> tuple[list[str], str | None]:
-    """The handful of metrics `compare` shows unless told: the HEADLINE keys the runs'
+    """The handful of metrics `compare` shows unless told: the headline keys the runs'
     recipes declare (in order, each once), else return_per_step and the first pooled R²s of
     probe_metrics.json (DEFAULT_COUNT in all). Returns the keys and a note naming what was
     left out (None when nothing was)."""
@@ -272,7 +249,7 @@ def default_metrics(records: Sequence[RunRecord]) -> tuple[list[str], str | None
         return found, None
     note = (
         f"showing {DEFAULT_COUNT} of {len(found)} pooled metrics (the recipes declare no "
-        "HEADLINE); --metrics all shows every metric, --metric KEY picks"
+        "headline); --metrics all shows every metric, --metric KEY picks"
     )
     return found[:DEFAULT_COUNT], note
 
@@ -293,7 +270,7 @@ def _numeric_paths(node: Any, prefix: str = "") -> list[str]:
 
 
 def every_metric(records: Sequence[RunRecord]) -> list[str]:
-    """`--metrics all`: the HEADLINE keys, return_per_step, every pooled R² of
+    """`--metrics all`: the headline keys, return_per_step, every pooled R² of
     probe_metrics.json, every number of result.json, then every non-timing key of the final
     metrics.jsonl row; each once, in that order."""
     keys = default_metrics(records)[0]

@@ -21,10 +21,10 @@ from pathlib import Path
 from types import ModuleType
 
 from rl_harness.analysis.checkpoints import RunCheckpoint, run_checkpoints
-from rl_harness.harness.budgets import BudgetError, declared_budgets, resolve_budget
+from rl_harness.harness.budgets import resolve_budget
 from rl_harness.harness.context import RunContext, RunOptions
 from rl_harness.harness.hardware import resolve_profile
-from rl_harness.harness.recipe import RecipeError, load_recipe
+from rl_harness.harness.recipe import LoadedRecipe, RecipeError, load_recipe
 from rl_harness.harness.runtools.records import RunRecord, RunToolError
 from rl_harness.harness.runtools.reproduce import check_code, locate_source
 
@@ -50,7 +50,7 @@ class ReopenedRun:
         return self.checkpoints[-1] if self.checkpoints else None
 
 
-def _recipe(record: RunRecord) -> ModuleType:
+def _recipe(record: RunRecord) -> LoadedRecipe:
     """The recorded recipe, imported as the CLI imports a target: by its dotted name when it
     ran as one, else from its experiment.py (found in the checkout that holds the run)."""
     module_name = str(record.section("experiment").get("module") or "")
@@ -61,8 +61,7 @@ def _recipe(record: RunRecord) -> ModuleType:
         raise ReopenError(
             f"{record.path}: cannot import its recipe {module_name}: {error}"
         ) from None
-    assert recipe.module is not None
-    return recipe.module
+    return recipe
 
 
 def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> ReopenedRun:
@@ -74,7 +73,8 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
     if record.manifest is None:
         raise ReopenError(f"{record.path}: no run_manifest.json (not a run folder)")
     options_record = record.section("options")
-    recipe = _recipe(record)
+    loaded = _recipe(record)
+    recipe = loaded.module
     differences: list[str] = []
     notes: list[str] = []
     try:
@@ -87,15 +87,26 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
 
     overrides = tuple(str(text) for text in options_record.get("set") or ())
     name = record.budget
-    if name is None and declared_budgets(recipe) is not None:
-        default = declared_budgets(recipe)[1]  # type: ignore[index]
+    declared = loaded.declared
+    if name is None and declared.budgets:
         differences.append(
             f"no budget recorded (a run from before budgets had names): the recipe's default "
-            f"{default!r} assumed"
+            f"{declared.default!r} assumed"
         )
     try:
-        choice = resolve_budget(recipe, name, overrides, smoke=bool(options_record.get("smoke")))
-    except BudgetError as error:
+        # The recorded options, checked and normalised as the run's were (RunOptions.checked).
+        asked = RunOptions(
+            seed=int(record.seed if record.seed is not None else options_record.get("seed", 42)),
+            smoke=bool(options_record.get("smoke")),
+            budget=name,
+            overrides=overrides,
+            hardware_profile=str(options_record.get("hardware_profile") or "cpu-local"),
+            run_id=record.run_id,
+            ray_address=options_record.get("ray_address"),
+            log_to=tuple(options_record.get("log_to") or ()),
+        ).checked()
+        choice = resolve_budget(declared, asked.budget, asked.overrides, owner=loaded.module_name)
+    except ValueError as error:  # BudgetError among them
         raise ReopenError(
             f"{record.path}: the recorded budget no longer resolves: {error}"
         ) from None
@@ -118,16 +129,7 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
             "it anyway):\n  " + "\n  ".join(differences)
         )
 
-    options = RunOptions(
-        seed=int(record.seed if record.seed is not None else options_record.get("seed", 42)),
-        smoke=choice.name == "smoke",
-        budget=choice.name,
-        overrides=overrides,
-        hardware_profile=str(options_record.get("hardware_profile") or "cpu-local"),
-        run_id=record.run_id,
-        ray_address=options_record.get("ray_address"),
-        log_to=tuple(options_record.get("log_to") or ()),
-    )
+    options = asked.with_budget(choice)
     resume = options_record.get("resume_from")
     context = RunContext(
         experiment_module=recipe.__name__,

@@ -232,13 +232,15 @@ def value_arms(targets: list[str], base: RunOptions) -> list[Arm]:
 
     if not base.overrides:
         return [sweep.Arm()]
-    modules = [load_recipe(target).module for target in targets]
+    base = base.checked()
+    recipes = [load_recipe(target) for target in targets]
     # The chosen budget's fields say which settings are tuples (a bad name fails here).
-    settings = resolve_budget(modules[0], base.budget, (), smoke=base.smoke).settings
+    first = recipes[0]
+    settings = resolve_budget(first.declared, base.budget, (), owner=first.module_name).settings
     arms = sweep.plan_arms(base.overrides, settings)
-    for module in modules:
+    for recipe in recipes:
         for arm in arms:
-            resolve_budget(module, base.budget, arm.overrides, smoke=base.smoke)
+            resolve_budget(recipe.declared, base.budget, arm.overrides, owner=recipe.module_name)
     return arms
 
 

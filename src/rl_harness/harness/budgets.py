@@ -1,18 +1,18 @@
 """A recipe's budget, chosen by name: `rl-harness TARGET --budget NAME [--set KEY=VALUE]...`.
 
-A recipe module declares its budgets (the science of how long and how big, owned by the
-recipe) as frozen-dataclass instances of one type, and which one runs by default:
+A recipe declares its budgets (the science of how long and how big, owned by the recipe) as
+frozen-dataclass instances of one type, and which one runs by default, in its `RECIPE`
+(recipe.py):
 
-    BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
-    DEFAULT_BUDGET = "cpu"
+    RECIPE = Recipe(run=run, budgets={"smoke": SMOKE, "cpu": CPU, "full": FULL}, default="cpu")
 
-`resolve_budget` picks one by name (`--smoke` is `--budget smoke`), applies `--set`
-overrides to its fields (each value parsed by the field's type: int, float, bool, str, a
-tuple of those, or one of them `| None`), and returns a `BudgetChoice`; the harness does it
-before any folder or Ray exists and hands the recipe `context.budget` (the name) and
-`context.settings` (the resolved instance). Nothing here looks at the hardware: a GPU host
-runs the budget it is asked for. A recipe without BUDGETS gets `settings=None` and accepts
-only `--smoke` or no budget at all.
+`resolve_budget` picks one by name (the checked options' `budget`: `--smoke` is already
+`--budget smoke` there, context.py), applies `--set` overrides to its fields (each value
+parsed by the field's type: int, float, bool, str, a tuple of those, or one of them
+`| None`), and returns a `BudgetChoice`; the harness does it before any folder or Ray exists
+and hands the recipe `context.budget` (the name) and `context.settings` (the resolved
+instance). Nothing here looks at the hardware: a GPU host runs the budget it is asked for. A
+recipe without budgets gets `settings=None` and accepts only `--smoke` or no budget at all.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rl_harness.harness.recipe import Recipe
 
 SMOKE_BUDGET = "smoke"
 _TRUE = {"true", "1", "yes", "on"}
@@ -38,7 +41,7 @@ class BudgetError(ValueError):
 class BudgetChoice:
     """The budget a run uses: its name, the resolved settings, and the overrides applied."""
 
-    name: str | None  # None: the recipe declares no BUDGETS and no --smoke was given
+    name: str | None  # None: the recipe declares no budgets and no --smoke was given
     settings: Any = None  # the recipe's frozen dataclass instance (overrides applied)
     overrides: dict[str, Any] = field(default_factory=dict)  # field -> parsed value
 
@@ -54,26 +57,6 @@ def split_override(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise BudgetError(f"--set takes KEY=VALUE (a field of the recipe's budget), got {text!r}")
     return key.strip(), value
-
-
-def declared_budgets(module: Any) -> tuple[dict[str, Any], str] | None:
-    """The module's (BUDGETS, DEFAULT_BUDGET), checked; None when it declares no BUDGETS."""
-    budgets = getattr(module, "BUDGETS", None)
-    name = getattr(module, "__name__", "the recipe")
-    if budgets is None:
-        return None
-    if not isinstance(budgets, Mapping) or not budgets:
-        raise BudgetError(f"{name}.BUDGETS must be a non-empty dict of name -> budget")
-    kinds = {type(value) for value in budgets.values()}
-    if len(kinds) != 1 or not all(dataclasses.is_dataclass(v) for v in budgets.values()):
-        raise BudgetError(f"{name}.BUDGETS must hold instances of one dataclass")
-    default = getattr(module, "DEFAULT_BUDGET", None)
-    if not isinstance(default, str) or default not in budgets:
-        raise BudgetError(
-            f"{name}.DEFAULT_BUDGET must name one of its BUDGETS ({', '.join(budgets)}), "
-            f"got {default!r}"
-        )
-    return dict(budgets), default
 
 
 def _type_name(kind: Any) -> str:
@@ -173,49 +156,46 @@ def apply_overrides(
 
 
 def resolve_budget(
-    module: Any, name: str | None = None, overrides: Sequence[str] = (), *, smoke: bool = False
+    recipe: Recipe[Any], name: str | None = None, overrides: Sequence[str] = (), *, owner: str
 ) -> BudgetChoice:
-    """The budget `name` of the recipe `module` (its DEFAULT_BUDGET when None; `smoke` asks
-    for "smoke"), with `overrides` applied. BudgetError for a name or key it does not have."""
-    module_name = getattr(module, "__name__", "the recipe")
-    if smoke and name not in (None, SMOKE_BUDGET):
-        raise BudgetError(f"--smoke means --budget smoke, but --budget {name} was given too")
-    name = SMOKE_BUDGET if smoke else name
-    declared = declared_budgets(module)
-    if declared is None:
+    """The budget `name` of the recipe `owner` declares (its default when None; "smoke" for
+    `--smoke`: the options were normalised before, RunOptions.checked), with `overrides`
+    applied. BudgetError for a name or key it does not have."""
+    if not recipe.budgets:
         if name not in (None, SMOKE_BUDGET):
             raise BudgetError(
-                f"{module_name} declares no BUDGETS, so it has no budget {name!r} "
+                f"{owner} declares no budgets, so it has no budget {name!r} "
                 "(only --smoke or its own default)"
             )
         if overrides:
-            raise BudgetError(f"{module_name} declares no BUDGETS: --set has nothing to set")
+            raise BudgetError(f"{owner} declares no budgets: --set has nothing to set")
         return BudgetChoice(name)
-    budgets, default = declared
-    name = default if name is None else name
-    if name not in budgets:
+    if name is None:
+        assert recipe.default is not None  # Recipe checks it names one of its budgets
+        name = recipe.default
+    if name not in recipe.budgets:
         raise BudgetError(
-            f"{module_name} has no budget {name!r}; its budgets: {', '.join(budgets)}"
+            f"{owner} has no budget {name!r}; its budgets: {', '.join(recipe.budgets)}"
         )
     settings, parsed = apply_overrides(
-        budgets[name], overrides, where=f"budget {name!r} of {module_name}"
+        recipe.budgets[name], overrides, where=f"budget {name!r} of {owner}"
     )
     return BudgetChoice(name, settings, parsed)
 
 
-def settings_text(module: Any, chosen: BudgetChoice | None = None) -> str:
+def settings_text(recipe: Recipe[Any], owner: str, chosen: BudgetChoice | None = None) -> str:
     """`--show-settings`: each field with its type and its value in every budget (the
     default marked `*`), and the chosen budget's values when `--budget`/`--set` were given."""
     from rl_harness.harness.console import text_table
 
-    module_name = getattr(module, "__name__", "the recipe")
-    declared = declared_budgets(module)
-    if declared is None:
+    if not recipe.budgets:
         return (
-            f"{module_name} declares no BUDGETS: it runs its own default, or --smoke "
-            "(declare BUDGETS and DEFAULT_BUDGET to choose and override settings)"
+            f"{owner} declares no budgets: it runs its own default, or --smoke "
+            "(declare RECIPE = Recipe(run=run, budgets=..., default=...) to choose and "
+            "override settings)"
         )
-    budgets, default = declared
+    budgets, default = recipe.budgets, recipe.default
+    assert default is not None  # Recipe checks it names one of its budgets
     kinds = field_types(budgets[default])
     header = ["setting", "type", *(f"{n}*" if n == default else n for n in budgets)]
     columns = list(budgets.values())
@@ -227,7 +207,7 @@ def settings_text(module: Any, chosen: BudgetChoice | None = None) -> str:
         for key, kind in kinds.items()
     ]
     lines = [
-        f"{module_name}: budgets {', '.join(budgets)} (* default; --budget NAME picks one, "
+        f"{owner}: budgets {', '.join(budgets)} (* default; --budget NAME picks one, "
         "--set KEY=VALUE changes a setting)",
         text_table(header, rows),
     ]

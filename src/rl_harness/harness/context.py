@@ -2,9 +2,11 @@
 `run(context)`.
 
 `RunOptions` is what a run is asked for (the CLI parses its flags into one; notebooks and
-scripts pass the same fields to `make_context`); `make_context` checks every option (one
-ValueError naming it, before any folder exists), claims a run id and its folders, and returns
-the `RunContext`, with the hardware profile resolved to a plan.
+scripts pass the same fields to `make_context`); `RunOptions.checked()` is the one place its
+values are checked and normalised (one ValueError naming the bad one, before any folder
+exists; `--smoke` and `--budget smoke` made one name), once per options value;
+`make_context` resolves the recipe's budget from them, claims a run id and its folders, and
+returns the `RunContext`, with the hardware profile resolved to a plan.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from rl_harness.harness.budgets import (
     SMOKE_BUDGET,
@@ -39,6 +41,7 @@ DEFAULT_PROFILE = "cpu-local"
 MAX_SEED = 2**32 - 1  # NumPy and RLlib both accept seeds in [0, 2**32)
 UploadMode = Literal["auto", "always", "never"]
 UPLOAD_MODES = ("auto", "always", "never")
+S = TypeVar("S", default=Any)  # a recipe's settings type (its budgets' dataclass); bare: Any
 
 
 def new_run_id() -> str:
@@ -70,7 +73,7 @@ class RunOptions:
 
     seed: int = DEFAULT_SEED
     smoke: bool = False  # the same as budget="smoke"
-    budget: str | None = None  # a name in the recipe's BUDGETS; None: its DEFAULT_BUDGET
+    budget: str | None = None  # a name in the recipe's budgets; None: its default
     overrides: tuple[str, ...] = ()  # "KEY=VALUE" on the budget's fields (--set)
     resume_from: Location | None = None  # a local path, or a URI kept as text (s3://...)
     hardware_profile: str = DEFAULT_PROFILE
@@ -82,12 +85,18 @@ class RunOptions:
     log_to: tuple[str, ...] = ()  # metrics mirrors: "tensorboard", "mlflow", "wandb"
     upload_artifacts: UploadMode = "auto"
     verbose: bool = False
+    # Set on the value `checked()` returns; any `replace` makes a fresh, unchecked value.
+    _checked: bool = field(default=False, init=False, repr=False, compare=False)
 
     def checked(self) -> RunOptions:
         """The options with every value checked (ValueError naming the bad one) and
         normalized: log targets deduplicated, a local resume path resolved, a URI kept,
-        `smoke` and `budget="smoke"` made the same. Budget names and override keys are the
-        recipe's, checked when it is loaded (budgets.py)."""
+        `smoke` and `budget="smoke"` made the same (after this, `budget` alone names the
+        budget: "smoke" for `--smoke`). The one place options are checked: a value it
+        returned is returned as is. Budget names and override keys are the recipe's,
+        checked against it by `resolve_budget` (budgets.py)."""
+        if self._checked:
+            return self
         validate_seed(self.seed)
         if self.smoke and self.budget not in (None, SMOKE_BUDGET):
             raise ValueError(f"--smoke means --budget smoke, but --budget {self.budget} was given")
@@ -120,7 +129,7 @@ class RunOptions:
             resume = resume.expanduser().resolve()
             if not resume.exists():
                 raise ValueError(f"resume path does not exist: {self.resume_from}")
-        return replace(
+        checked = replace(
             self,
             smoke=smoke,
             budget=SMOKE_BUDGET if smoke else self.budget,
@@ -128,6 +137,18 @@ class RunOptions:
             resume_from=resume,
             log_to=check_log_targets(self.log_to),
         )
+        object.__setattr__(checked, "_checked", True)
+        return checked
+
+    def with_budget(self, choice: BudgetChoice) -> RunOptions:
+        """The checked options naming the budget the recipe resolved (its default filled in),
+        as the manifest records them (`options.budget`)."""
+        options = self.checked()
+        named = replace(
+            options, budget=choice.name, smoke=options.smoke or choice.name == SMOKE_BUDGET
+        )
+        object.__setattr__(named, "_checked", True)  # a name the recipe declares: nothing new
+        return named
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the manifest records them (`options`)."""
@@ -150,12 +171,14 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
-class RunContext:
+class RunContext(Generic[S]):
     """Where a run writes, which seed it uses, and which resources it may take.
 
     Nothing scientific lives here: recipes own their science. `budget` is the name of the
-    recipe's budget this run uses and `settings` that budget (a recipe's BUDGETS entry with
-    any `--set` overrides applied, `overrides`); a recipe without BUDGETS gets None.
+    recipe's budget this run uses and `settings` that budget (one of its `Recipe(budgets=...)`
+    with any `--set` overrides applied, `overrides`), typed as the recipe's settings type S:
+    `def run(context: RunContext[Budget])` reads `context.settings` as a Budget. A recipe
+    without budgets gets None (S is None).
     """
 
     experiment_module: str
@@ -165,8 +188,10 @@ class RunContext:
     run_id: str
     seed: int = DEFAULT_SEED
     smoke: bool = False  # budget == "smoke"
-    budget: str | None = None  # the name in the recipe's BUDGETS (budgets.py)
-    settings: Any = None  # that budget, overrides applied (a frozen dataclass instance)
+    budget: str | None = None  # the name in the recipe's budgets (budgets.py)
+    # That budget, overrides applied (a frozen dataclass instance); None for a recipe without
+    # budgets, whose S is None: a default only the no-budget case takes.
+    settings: S = None  # type: ignore[assignment]
     overrides: dict[str, Any] = field(default_factory=dict)  # --set, parsed
     resume_from: Location | None = None  # a local Path, or a URI kept as text (s3://...)
     hardware: HardwarePlan = field(default_factory=lambda: resolve_profile(DEFAULT_PROFILE))
@@ -225,33 +250,38 @@ def make_context(
     experiment_module: str = "adhoc",
     budget_choice: BudgetChoice | None = None,
     **fields: Any,
-) -> RunContext:
+) -> RunContext[Any]:
     """Check the options, allocate a run id and its directories.
 
     `options` (default `RunOptions()`) with any of its fields replaced by keyword, e.g.
-    `make_context(leaf, seed=3, smoke=True)`. Every option is checked first (ValueError), so
-    a rejected run leaves no folder behind.
+    `make_context(leaf, seed=3, smoke=True)`. Every option is checked first (ValueError;
+    options already checked are not checked again), so a rejected run leaves no folder behind.
 
     The budget (`context.budget`, `context.settings`): `budget_choice` when given (the CLI
     resolves it from the recipe it loaded); else, when `experiment_module` is an imported
-    module (a notebook that imported the recipe), its BUDGETS resolved from
-    `options.budget` / `smoke` / `overrides` (budgets.py); else the name alone, no settings.
+    module with a `RECIPE` (a notebook that imported the recipe), its budgets resolved from
+    the options (budgets.py); else the name alone, no settings.
     """
-    options = replace(options or RunOptions(), **fields).checked()
+    from rl_harness.harness.recipe import OLD_NAMES, RECIPE_NAME, declared_recipe
+
+    options = replace(options, **fields) if options is not None and fields else options
+    options = (options or RunOptions(**fields)).checked()
     budget = budget_choice
-    if budget is None and experiment_module in sys.modules:
-        module = sys.modules[experiment_module]
-        budget = resolve_budget(module, options.budget, options.overrides, smoke=options.smoke)
+    module = sys.modules.get(experiment_module)
+    if budget is None and module is not None:
+        if any(hasattr(module, name) for name in (RECIPE_NAME, *OLD_NAMES)):
+            declared = declared_recipe(module)  # the old names alone: the migration error
+            budget = resolve_budget(
+                declared, options.budget, options.overrides, owner=experiment_module
+            )
     if budget is None:
         if options.overrides:
             raise BudgetError(
-                f"--set needs the recipe's BUDGETS: import {experiment_module} first, or pass "
-                "budget_choice=resolve_budget(module, ...)"
+                f"--set needs the recipe's budgets: import {experiment_module} first, or pass "
+                "budget_choice=resolve_budget(RECIPE, ...)"
             )
         budget = BudgetChoice(options.budget)
-    options = replace(
-        options, budget=budget.name, smoke=options.smoke or budget.name == SMOKE_BUDGET
-    )
+    options = options.with_budget(budget)
     hardware = resolve_profile(options.hardware_profile, torch_threads=options.torch_threads)
     experiment_dir = Path(experiment_dir).resolve()
     results_base = (

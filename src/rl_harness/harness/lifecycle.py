@@ -10,7 +10,6 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rl_harness.harness import console, interrupts
@@ -36,7 +35,13 @@ from rl_harness.harness.manifest import read_manifest, write_manifest
 from rl_harness.harness.preflight import PreflightError
 from rl_harness.harness.provenance import finish_manifest, start_manifest
 from rl_harness.harness.rayinit import RayStartError
-from rl_harness.harness.recipe import Recipe, RecipeError, budget_declarations, load_recipe
+from rl_harness.harness.recipe import (
+    LoadedRecipe,
+    Recipe,
+    RecipeError,
+    budget_declarations,
+    load_recipe,
+)
 from rl_harness.harness.redaction import redact_env, redact_record
 
 log = console.get_logger(__name__)
@@ -126,7 +131,7 @@ def _ray_initialized() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-def load_for_run(target: str, options: RunOptions) -> tuple[Recipe, RunOptions]:
+def load_for_run(target: str, options: RunOptions) -> tuple[LoadedRecipe, RunOptions]:
     """The checked options (bad ones refused before the recipe is imported) and the recipe
     `target` names; RecipeError (or the options' ValueError) for bad input."""
     options = options.checked()
@@ -143,22 +148,25 @@ def settings_for_show(target: str, options: RunOptions) -> str:
     (recipe.budget_declarations); no folder, no Ray."""
     options = options.checked()
 
-    def imported() -> ModuleType:  # when the declarations cannot be read apart
-        module = _load(target, options).module
-        assert module is not None  # load_recipe always sets it
-        return module
+    def imported() -> tuple[str, Recipe[Any]]:  # when the declarations cannot be read apart
+        loaded = _load(target, options)
+        return loaded.module_name, loaded.declared
 
-    with budget_declarations(target, imported) as module:
-        chosen = resolve_budget(module, options.budget, options.overrides, smoke=options.smoke)
-        return settings_text(module, chosen)
-
-
-def recipe_budget(recipe: Recipe, options: RunOptions) -> BudgetChoice:
-    """The budget the options ask of the recipe (BudgetError, before any folder or Ray)."""
-    return resolve_budget(recipe.module, options.budget, options.overrides, smoke=options.smoke)
+    with budget_declarations(target, imported) as (owner, declared):
+        chosen = resolve_budget(declared, options.budget, options.overrides, owner=owner)
+        return settings_text(declared, owner, chosen)
 
 
-def _load(target: str, options: RunOptions) -> Recipe:
+def recipe_budget(recipe: LoadedRecipe, options: RunOptions) -> BudgetChoice:
+    """The budget the (checked) options ask of the recipe (BudgetError, before any folder
+    or Ray)."""
+    options = options.checked()
+    return resolve_budget(
+        recipe.declared, options.budget, options.overrides, owner=recipe.module_name
+    )
+
+
+def _load(target: str, options: RunOptions) -> LoadedRecipe:
     if options.ray_address is None:
         from rl_harness.harness.rayinit import prefer_driver_environment
 
@@ -208,8 +216,8 @@ def execute_recipe(
 
 
 def _execute(
-    recipe: Recipe, options: RunOptions, argv: list[str], *, process_exits: bool
-) -> tuple[int, RunContext]:
+    recipe: LoadedRecipe, options: RunOptions, argv: list[str], *, process_exits: bool
+) -> tuple[int, RunContext[Any]]:
     """`execute_recipe` once the recipe is loaded: (exit code, the run's context)."""
     budget = recipe_budget(recipe, options)
     b2 = storage_config(options.upload_artifacts)
@@ -239,7 +247,9 @@ def _execute(
     started = time.monotonic()
     try:
         try:
-            summary, dropped = _save_result(context, recipe.run(context), recipe.headline)
+            summary, dropped = _save_result(
+                context, recipe.declared.run(context), recipe.declared.headline
+            )
             if dropped:  # the manifest names what result.json could not keep
                 manifest["result_keys_left_out"] = dropped
             status, code = COMPLETED, EXIT_OK
@@ -299,7 +309,7 @@ def cli_argv(target: str, options: RunOptions) -> list[str]:
     """The `rl-harness` command line that asks for the same run (recorded as its argv)."""
     argv = ["rl-harness", target]
     defaults = RunOptions()
-    for name in (f.name for f in fields(RunOptions)):
+    for name in (f.name for f in fields(RunOptions) if f.init):
         value = getattr(options, name)
         if value == getattr(defaults, name) or value is None:
             continue

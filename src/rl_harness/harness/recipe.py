@@ -1,19 +1,36 @@
-"""Resolve a CLI target (dotted module path or experiment.py path) to a recipe's `run`."""
+"""A recipe's declaration (`Recipe`: its run, budgets, default budget and headline, under the
+one module name `RECIPE`), and a CLI target (dotted module path or experiment.py path)
+resolved to it (`load_recipe`). The harness reads a leaf only through its `RECIPE`."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import importlib
 import importlib.util
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from rl_harness.harness.console import get_logger
+
+if TYPE_CHECKING:
+    from rl_harness.harness.context import RunContext
+
+log = get_logger(__name__)
+
+S = TypeVar("S", default=Any)  # the settings type; a bare Recipe is Recipe[Any]
+RECIPE_NAME = "RECIPE"  # the one module attribute the harness reads
+# The module attributes the harness read before RECIPE: a leaf declaring them without RECIPE
+# is refused with the migration, never half-read.
+OLD_NAMES = ("BUDGETS", "DEFAULT_BUDGET", "HEADLINE")
+MIGRATION = "docs/migrating.md, 'One RECIPE per leaf'"
 
 
 class RecipeError(ValueError):
@@ -21,23 +38,102 @@ class RecipeError(ValueError):
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(Generic[S]):
+    """What a leaf hands the harness, declared once as `RECIPE = Recipe(run=run, ...)`.
+
+    `budgets`: name -> settings (frozen-dataclass instances of one type S), the one chosen
+    by `--budget NAME` / `--smoke` (= "smoke") / `default`, `--set` applied, reaches `run` as
+    `context.settings` (typed S); none declared: `context.settings` is None and only
+    `--smoke` or no budget is accepted. `headline`: result keys ("a/b" for nested ones) the
+    closing line and `compare` show first. Checked when built (RecipeError).
+    """
+
+    run: Callable[[RunContext[S]], Any]
+    budgets: Mapping[str, S] = field(default_factory=dict)
+    default: str | None = None  # a name in budgets; required when there are budgets
+    headline: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not callable(self.run):
+            raise RecipeError(
+                f"Recipe(run=...) must be the run(context) function, got {self.run!r}"
+            )
+        if not isinstance(self.budgets, Mapping):
+            raise RecipeError(
+                f"Recipe(budgets=...) must be a dict of name -> settings, got {self.budgets!r}"
+            )
+        values = list(self.budgets.values())
+        if len({type(v) for v in values}) > 1 or not all(
+            dataclasses.is_dataclass(v) and not isinstance(v, type) for v in values
+        ):
+            raise RecipeError("Recipe(budgets=...) must hold instances of one dataclass")
+        if values and (not isinstance(self.default, str) or self.default not in self.budgets):
+            raise RecipeError(
+                f"Recipe(default=...) must name one of its budgets ({', '.join(self.budgets)}), "
+                f"got {self.default!r}"
+            )
+        if not values and self.default is not None:
+            raise RecipeError(
+                f"Recipe(default={self.default!r}) names a budget, but none are declared"
+            )
+        headline = self.headline
+        if isinstance(headline, str | bytes) or not all(isinstance(k, str) for k in headline):
+            raise RecipeError(
+                f"Recipe(headline=...) must be a tuple of result keys, got {headline!r}"
+            )
+        object.__setattr__(self, "budgets", dict(self.budgets))
+        object.__setattr__(self, "headline", tuple(headline))
+
+
+def declared_recipe(module: ModuleType) -> Recipe[Any]:
+    """The module's `RECIPE`. RecipeError for a module without one: naming the migration when
+    it declares the old module attributes (BUDGETS, DEFAULT_BUDGET, HEADLINE). A module with
+    only `run(context)` (no budgets, no headline) still runs, with a deprecation note."""
+    name = module.__name__
+    recipe = getattr(module, RECIPE_NAME, None)
+    if isinstance(recipe, Recipe):
+        return recipe
+    if recipe is not None:
+        raise RecipeError(
+            f"{name}.{RECIPE_NAME} must be a rl_harness.Recipe, got {type(recipe).__name__}"
+        )
+    old = [attribute for attribute in OLD_NAMES if hasattr(module, attribute)]
+    if old:
+        raise RecipeError(
+            f"{name} declares {', '.join(old)} but no {RECIPE_NAME}: the harness reads only "
+            f"{RECIPE_NAME} = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, "
+            f"headline=HEADLINE) now ({MIGRATION})"
+        )
+    run = getattr(module, "run", None)
+    if run is None:
+        raise RecipeError(
+            f"experiment module {name!r} has no {RECIPE_NAME} "
+            f"(declare {RECIPE_NAME} = Recipe(run=run) under its run(context) function)"
+        )
+    if not callable(run):
+        raise RecipeError(f"{name}.run is not callable")
+    # A note on the console's run lines (stdout), not stderr: a refused run's stderr stays
+    # its one error line.
+    log.info(
+        f"note: {name} has no {RECIPE_NAME}: reading its run() alone is deprecated and will "
+        f"stop; add {RECIPE_NAME} = Recipe(run=run) ({MIGRATION})"
+    )
+    return Recipe(run=run)
+
+
+@dataclass(frozen=True)
+class LoadedRecipe:
+    """A target imported: its module, where it lives, and its declaration."""
+
     module_name: str
     source_file: Path
     experiment_dir: Path
-    run: Callable[[Any], Any]
-    module: ModuleType | None = None  # where BUDGETS / DEFAULT_BUDGET are read (budgets.py)
-    # The module's HEADLINE: result keys ("a/b" for nested ones) the closing line shows first.
-    headline: tuple[str, ...] = ()
+    declared: Recipe[Any]
+    module: ModuleType
 
-
-def _headline(module: ModuleType) -> tuple[str, ...]:
-    headline = getattr(module, "HEADLINE", ())
-    if isinstance(headline, str) or not all(isinstance(k, str) for k in headline):
-        raise RecipeError(
-            f"{module.__name__}.HEADLINE must be a tuple of result keys, got {headline!r}"
-        )
-    return tuple(headline)
+    @property
+    def headline(self) -> tuple[str, ...]:
+        return self.declared.headline
 
 
 def _dotted_name_for_file(path: Path) -> tuple[str, Path]:
@@ -94,8 +190,10 @@ def looks_like_target(word: str) -> bool:
     return "." in word or "/" in word
 
 
-# --show-settings reads these names only (budgets.py).
-BUDGET_NAMES = ("BUDGETS", "DEFAULT_BUDGET")
+# Recipe's fields in order (a positional `Recipe(run, budgets, ...)` read statically) and the
+# name the sliced declarations are bound to.
+_FIELDS = ("run", "budgets", "default", "headline")
+_DECLARED = "__rl_harness_declared__"
 
 
 class _NoSlice(Exception):
@@ -154,12 +252,73 @@ def _absolute(node: ast.ImportFrom, package: str) -> str:
     return f"{base}.{node.module}" if node.module else base
 
 
-def _sliced_module(name: str, origin: str, wanted: set[str], made: dict[str, ModuleType]) -> None:
-    """Run the statements of module `name` (source `origin`) that `wanted` needs, in a module
+def _recipe_arguments(body: list[ast.stmt]) -> tuple[list[ast.stmt], dict[str, ast.expr]]:
+    """The module body without its one `RECIPE = Recipe(...)` statement, and that call's
+    arguments by field name (`_NoSlice` when there is no such literal call)."""
+    found = []
+    for index, node in enumerate(body):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == RECIPE_NAME for t in targets):
+            found.append((index, value))
+    if len(found) != 1:
+        raise _NoSlice(f"{len(found)} {RECIPE_NAME} assignments")
+    index, call = found[0]
+    if not isinstance(call, ast.Call) or len(call.args) > len(_FIELDS):
+        raise _NoSlice(f"{RECIPE_NAME} is not a Recipe(...) call")
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    ):
+        raise _NoSlice(f"{RECIPE_NAME}'s arguments are unpacked")
+    arguments = dict(zip(_FIELDS, call.args, strict=False))
+    arguments |= {k.arg: k.value for k in call.keywords if k.arg is not None}
+    return body[:index] + body[index + 1 :], arguments
+
+
+def _declarations(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements `RECIPE`'s budgets, default and headline need (its `run` is not read:
+    its body uses the torch and RLlib this avoids), then one binding the three to _DECLARED."""
+    rest, arguments = _recipe_arguments(body)
+    empty: dict[str, ast.expr] = {
+        "budgets": ast.Dict([], []),
+        "default": ast.Constant(None),
+        "headline": ast.Tuple([], ast.Load()),
+    }
+    values = [arguments.get(name, value) for name, value in empty.items()]
+    bind = ast.Assign(
+        targets=[ast.Name(_DECLARED, ast.Store())], value=ast.Tuple(values, ast.Load())
+    )
+    bind.lineno = bind.end_lineno = body[-1].end_lineno or body[-1].lineno
+    bind.col_offset = bind.end_col_offset = 0
+    ast.fix_missing_locations(bind)
+    return [*_slice(rest, _used(bind)), bind]
+
+
+def _sliced_module(
+    name: str,
+    origin: str,
+    wanted: set[str],
+    made: dict[str, ModuleType],
+    *,
+    declaration: bool = False,
+) -> None:
+    """Run the statements of module `name` (source `origin`) that `wanted` needs (with
+    `declaration`: those its RECIPE's budgets, default and headline need), in a module
     registered under its name; a `from M import ...` of the same top-level package (the
     experiment repo's own modules) is sliced the same way, any other import runs as is."""
     tree = ast.parse(Path(origin).read_text(), filename=origin)
-    kept = _slice(tree.body, wanted)
+    if declaration:
+        kept = _declarations(tree.body)
+    else:  # a leaf's names taken by another (a HEADLINE): its RECIPE only reads them
+        try:
+            body = _recipe_arguments(tree.body)[0]
+        except _NoSlice:
+            body = tree.body
+        kept = _slice(body, wanted)
     package = name.rpartition(".")[0]
     top = name.split(".")[0]
     # Every name taken from each of the repo's own modules, over all its `from` imports (a
@@ -211,18 +370,73 @@ def _recipe_source(target: str) -> tuple[str, str]:
     return target, spec.origin
 
 
+def _literal_strings(node: ast.expr) -> tuple[str, ...] | None:
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return None
+    if isinstance(value, tuple | list) and all(isinstance(k, str) for k in value):
+        return tuple(value)
+    return None
+
+
+def _static_name(source: Path, name: str, depth: int) -> tuple[str, ...] | None:
+    """The literal tuple of strings the top-level `name` of `source` is: assigned there, or
+    imported (`from M import name`) from another file of its experiment repo, read alike."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return _literal_strings(node.value)
+        if isinstance(node, ast.ImportFrom) and depth > 0:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    dotted, root = _dotted_name_for_file(source)
+                    module = _absolute(node, dotted.rpartition(".")[0])
+                    path = root.joinpath(*module.split(".")).with_suffix(".py")
+                    return _static_name(path, alias.name, depth - 1) if path.is_file() else None
+    return None
+
+
+def static_headline(source: Path) -> tuple[str, ...]:
+    """The headline a recipe's source declares, read with `ast`, never imported (`compare`'s
+    default metrics): `RECIPE = Recipe(..., headline=...)` given as a literal, or as a name
+    bound to one in that file or imported from another of its experiment repo. () when it
+    declares none or it cannot be read so."""
+    try:
+        body = ast.parse(source.read_text(encoding="utf-8")).body
+        try:
+            _, arguments = _recipe_arguments(body)
+        except _NoSlice:  # a leaf from before RECIPE (its runs still compare): its HEADLINE
+            return _static_name(source, "HEADLINE", depth=0) or ()
+        headline = arguments.get("headline")
+        if headline is None:
+            return ()
+        if isinstance(headline, ast.Name):
+            return _static_name(source, headline.id, depth=3) or ()
+        return _literal_strings(headline) or ()
+    except (OSError, SyntaxError, ValueError, _NoSlice):
+        return ()
+
+
+def _not_run(context: Any) -> None:
+    raise RuntimeError("a recipe read for --show-settings does not run")
+
+
 @contextmanager
 def budget_declarations(
-    target: str, import_recipe: Callable[[], ModuleType]
-) -> Iterator[ModuleType]:
-    """A module holding the target's BUDGETS and DEFAULT_BUDGET, for `--show-settings`.
+    target: str, import_recipe: Callable[[], tuple[str, Recipe[Any]]]
+) -> Iterator[tuple[str, Recipe[Any]]]:
+    """(module name, its RECIPE's budgets, default and headline) for `--show-settings`.
 
-    Only the statements those names need run (the Budget dataclass, its instances, their
-    imports; the experiment repo's own modules they come from sliced alike), so torch and
-    RLlib, which recipes import at the top, stay unimported and the answer takes a second.
-    When the declarations cannot be read apart (BUDGETS built at run time, a name from a
-    package), `import_recipe()` imports it as a run would (RecipeError for a bad target). Modules
-    registered meanwhile are removed on leaving: a later import gets the real ones.
+    Only the statements those need run (the Budget dataclass, its instances, their imports;
+    the experiment repo's own modules they come from sliced alike), never `run`, so torch
+    and RLlib, which recipes import at the top, stay unimported and the answer takes a
+    second. When they cannot be read apart (no literal `RECIPE = Recipe(...)`, budgets built
+    at run time, a name from a package), `import_recipe()` imports it as a run would
+    (RecipeError for a bad target). Modules registered meanwhile are removed on leaving: a
+    later import gets the real ones.
     """
     before = dict(sys.modules)
     made: dict[str, ModuleType] = {}
@@ -231,13 +445,14 @@ def budget_declarations(
             name, origin = _recipe_source(target)
             if name in sys.modules:  # already imported for real: read that one
                 raise _NoSlice("imported")
-            _sliced_module(name, origin, set(BUDGET_NAMES), made)
-            module = made[name]
+            _sliced_module(name, origin, set(), made, declaration=True)
+            budgets, default, headline = vars(made[name])[_DECLARED]
+            declared = (name, Recipe(_not_run, budgets, default, headline))
         except Exception:  # any failure of the slice: import the recipe, errors and all
             _put_back(made, before)
             made.clear()
-            module = import_recipe()
-        yield module
+            declared = import_recipe()
+        yield declared
     finally:
         _put_back(made, before)
 
@@ -250,18 +465,14 @@ def _put_back(made: dict[str, ModuleType], before: dict[str, ModuleType]) -> Non
             sys.modules.pop(name, None)
 
 
-def load_recipe(target: str) -> Recipe:
-    """Import the target and return its `run`. Raises RecipeError for bad input."""
+def load_recipe(target: str) -> LoadedRecipe:
+    """Import the target and read its RECIPE. Raises RecipeError for bad input."""
     if not looks_like_target(target):
         raise RecipeError(
             f"{target!r} is neither a dotted module path nor a path to an experiment.py"
         )
     is_path = target.endswith(".py") or "/" in target or Path(target).exists()
     module = _import_file(Path(target).resolve()) if is_path else _import_dotted(target)
-    run = getattr(module, "run", None)
-    if run is None:
-        raise RecipeError(f"experiment module {module.__name__!r} has no run(context) function")
-    if not callable(run):
-        raise RecipeError(f"{module.__name__}.run is not callable")
+    declared = declared_recipe(module)
     source = Path(module.__file__ or "").resolve()
-    return Recipe(module.__name__, source, source.parent, run, module, _headline(module))
+    return LoadedRecipe(module.__name__, source, source.parent, declared, module)

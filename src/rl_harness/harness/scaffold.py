@@ -161,7 +161,7 @@ from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl_harness import RETURN_KEY, RunContext, run_algorithm
+from rl_harness import RETURN_KEY, Recipe, RunContext, run_algorithm
 
 
 @dataclass(frozen=True)
@@ -175,10 +175,6 @@ class Budget:
 
 SMOKE = Budget(iterations=2, train_batch=200, minibatch=100, num_epochs=2, checkpoint_every=0)
 CPU = Budget(iterations=20, train_batch=2000, minibatch=250, num_epochs=6, checkpoint_every=5)
-# Chosen by name, never by the hardware: `--smoke` (= `--budget smoke`), `--budget cpu`;
-# `--set iterations=40` changes one setting; `--show-settings` lists them.
-BUDGETS = {"smoke": SMOKE, "cpu": CPU}
-DEFAULT_BUDGET = "cpu"
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -195,8 +191,8 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -207,6 +203,12 @@ def run(context: RunContext) -> dict:
         "iterations": result.iterations,
         "episode_return_mean": result.final_metrics.get(RETURN_KEY),
     }
+
+
+# What the harness reads: the budgets, chosen by name, never by the hardware: `--smoke`
+# (= `--budget smoke`), `--budget cpu` (the default); `--set iterations=40` changes one
+# setting; `--show-settings` lists them.
+RECIPE = Recipe(run=run, budgets={"smoke": SMOKE, "cpu": CPU}, default="cpu")
 '''
 
 
@@ -222,7 +224,7 @@ def readme_text(name: str, library_source: str | None) -> str:
     return f"""# {name}
 
 Personal experiments on rl-harness: one leaf per folder under `experiments/`, each an
-`experiment.py` with `run(context)`.
+`experiment.py` with `run(context)` declared as `RECIPE = Recipe(run=run, ...)`.
 
 ## Setup
 
@@ -243,14 +245,16 @@ ignored by git). `uv run rl-harness runs` lists them; `show`, `diff` and `reprod
 
 AGENTS = f"""# Experiment repo: agent notes
 
-- Package `experiments`; a leaf is a folder with `experiment.py` defining `run(context)`
-  (see `{LEAF_PATH}`). New study: `experiments/<study>/<leaf>/experiment.py`
+- Package `experiments`; a leaf is a folder with `experiment.py` defining `run(context)` and
+  declaring `RECIPE = Recipe(run=run, budgets=..., default=...)` (see `{LEAF_PATH}`). New
+  study: `experiments/<study>/<leaf>/experiment.py`
   plus `__init__.py` files.
 - Run: `uv run rl-harness experiments.<study>.<leaf>.experiment --smoke` (seconds) before any
   full run; `--seed N` sets the one root seed (default 42).
 - Recipes own their science (env, model, budget); the harness owns seeds, records and
-  hardware. Budgets: a frozen dataclass, its instances in `BUDGETS` with `DEFAULT_BUDGET`,
-  read as `context.settings` (`--budget NAME`, `--set KEY=VALUE`, `--show-settings`).
+  hardware. Budgets: a frozen dataclass, its instances in `RECIPE`'s `budgets` with its
+  `default`, read as `context.settings` (`def run(context: RunContext[Budget])`;
+  `--budget NAME`, `--set KEY=VALUE`, `--show-settings`).
   Use `rl_harness` APIs (`run_algorithm`, `run_tune`, `RunContext`); do not copy
   library code here, change the library in its own repo.
 - `results/<run-id>/` is small and tracked; `artifacts/` is ignored. Commit code before runs

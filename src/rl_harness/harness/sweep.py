@@ -147,7 +147,7 @@ def plan_arms(overrides: Sequence[str], settings: Any) -> list[Arm]:
     """The arms the sweep's `--set` texts give: the product of each key's values (the keys
     in the order given, the last varying fastest). `settings`: an instance of the recipe's
     budget dataclass (its field types say which settings are tuples); None when the recipe
-    declares no BUDGETS (then `--set` is refused by the budget check anyway)."""
+    declares no budgets (then `--set` is refused by the budget check anyway)."""
     kinds = field_types(settings) if settings is not None else {}
     keys: list[str] = []
     choices: list[list[str]] = []

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl_harness import RETURN_KEY, RunContext, run_algorithm
+from rl_harness import RETURN_KEY, Recipe, RunContext, run_algorithm
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,6 @@ class Budget:
 
 SMOKE = Budget(iterations=2, train_batch=200, minibatch=100, num_epochs=2, checkpoint_every=0)
 CPU = Budget(iterations=20, train_batch=2000, minibatch=250, num_epochs=6, checkpoint_every=5)
-# Chosen by name, never by the hardware: `--smoke` (= `--budget smoke`), `--budget cpu`;
-# `--set iterations=40` changes one setting; `--show-settings` lists them.
-BUDGETS = {"smoke": SMOKE, "cpu": CPU}
-DEFAULT_BUDGET = "cpu"
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -44,8 +40,8 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -56,3 +52,9 @@ def run(context: RunContext) -> dict:
         "iterations": result.iterations,
         "episode_return_mean": result.final_metrics.get(RETURN_KEY),
     }
+
+
+# What the harness reads: the budgets, chosen by name, never by the hardware: `--smoke`
+# (= `--budget smoke`), `--budget cpu` (the default); `--set iterations=40` changes one
+# setting; `--show-settings` lists them.
+RECIPE = Recipe(run=run, budgets={"smoke": SMOKE, "cpu": CPU}, default="cpu")

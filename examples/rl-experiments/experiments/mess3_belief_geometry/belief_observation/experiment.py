@@ -25,17 +25,8 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_belief_geometry import analysis, spec, task
-from experiments.mess3_belief_geometry.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
-    CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
-    FULL,  # noqa: F401
-    MODEL_CONFIG,  # noqa: F401
-    SMOKE,  # noqa: F401
-    Budget,
-    module_spec,
-)
-from rl_harness import RunContext, run_algorithm
+from experiments.mess3_belief_geometry.spec import BUDGETS, DEFAULT_BUDGET, Budget, module_spec
+from rl_harness import Recipe, RunContext, run_algorithm
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -46,8 +37,8 @@ def build_config(plan: Budget) -> PPOConfig:
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -62,3 +53,6 @@ def run(context: RunContext) -> dict:
         decision_belief_in_observation=True,
     )
     return analysis.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

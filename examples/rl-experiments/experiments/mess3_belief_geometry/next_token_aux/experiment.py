@@ -33,15 +33,15 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_belief_geometry import analysis, spec, task
-from experiments.mess3_belief_geometry.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
+from experiments.mess3_belief_geometry.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
     CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     SMOKE,  # noqa: F401
     Budget,
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.learners.models import (
     KVCacheLearnerMixin,
     NextTokenAuxHeadMixin,
@@ -81,8 +81,8 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -98,3 +98,6 @@ def run(context: RunContext) -> dict:
         interventions=True,
     )
     return analysis.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

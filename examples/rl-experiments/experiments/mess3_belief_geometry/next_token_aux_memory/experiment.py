@@ -19,29 +19,26 @@ import dataclasses
 
 from experiments.mess3_belief_geometry import analysis
 from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noqa: F401
-    AUX_TARGETS,
+    AUX_TARGETS,  # noqa lines: tests and tools read them here
     AUX_WEIGHT,
     MODEL_CONFIG,
     build_config,
     module_spec,
 )
 from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
-from experiments.mess3_belief_geometry.spec import (
-    DEFAULT_BUDGET,  # noqa: F401 (the harness)
-    Budget,
-)
-from rl_harness import RunContext, run_algorithm
+from experiments.mess3_belief_geometry.spec import DEFAULT_BUDGET, Budget
+from rl_harness import Recipe, RunContext, run_algorithm
 
 TASK_POINT = "memory"  # task.TASK_POINTS
-# The study's budgets, each at the memory point (read by the harness and tools).
+# The study's budgets, each at the memory point (RECIPE below; tools read them too).
 SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
 CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
 FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -57,3 +54,6 @@ def run(context: RunContext) -> dict:
         interventions=True,
     )
     return analysis.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -42,17 +42,17 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_belief_geometry import analysis, spec, task
-from experiments.mess3_belief_geometry.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
+from experiments.mess3_belief_geometry.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
     CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     MODEL_CONFIG,  # noqa: F401
     SMOKE,  # noqa: F401
     Budget,
     module_spec,
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import Recipe, RunContext, run_algorithm
 
 # The closing console line, in this order: reward per step (greedy evaluation) and its share
 # of the belief-MDP ceiling, then the within-branch probe R² of the agent and of the
@@ -72,8 +72,8 @@ def build_config(plan: Budget) -> PPOConfig:
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # BUDGETS[--budget], --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -84,3 +84,6 @@ def run(context: RunContext) -> dict:
         context, label="reward_only", module_spec=module_spec(), plan=plan, interventions=True
     )
     return analysis.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, headline=HEADLINE)

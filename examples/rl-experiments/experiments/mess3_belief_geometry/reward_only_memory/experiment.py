@@ -22,29 +22,26 @@ from __future__ import annotations
 import dataclasses
 
 from experiments.mess3_belief_geometry import analysis
-from experiments.mess3_belief_geometry.reward_only.experiment import (  # noqa: F401
-    HEADLINE,
-    build_config,
-)
+from experiments.mess3_belief_geometry.reward_only.experiment import HEADLINE, build_config
 from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
 from experiments.mess3_belief_geometry.spec import (  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401 (the harness)
-    MODEL_CONFIG,
+    DEFAULT_BUDGET,
+    MODEL_CONFIG,  # noqa lines: tests and tools read them here
     Budget,
     module_spec,
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import Recipe, RunContext, run_algorithm
 
 TASK_POINT = "memory"  # task.TASK_POINTS
-# The study's budgets, each at the memory point (read by the harness and tools).
+# The study's budgets, each at the memory point (RECIPE below; tools read them too).
 SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
 CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
 FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -59,3 +56,6 @@ def run(context: RunContext) -> dict:
         interventions=True,
     )
     return analysis.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, headline=HEADLINE)

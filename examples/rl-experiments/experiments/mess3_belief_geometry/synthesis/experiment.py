@@ -61,12 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.mess3_belief_geometry import controls, incremental, report, task
-from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
-    BUDGETS,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
-    run_budget,
-)
-from rl_harness import RunContext, load_manifest, write_json
+from experiments.synthesis_budgets import BUDGETS, DEFAULT_BUDGET, Pool, run_budget
+from rl_harness import Recipe, RunContext, load_manifest, write_json
 from rl_harness.analysis.comparison import (
     compare_runs,
     comparison_markdown,
@@ -361,7 +357,7 @@ def incremental_markdown(table: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(context: RunContext) -> dict:
+def run(context: RunContext[Pool]) -> dict:
     root = study_root(context)
     budget = context.settings.runs_budget
     folders, other_budgets = run_folders(root, budget)
@@ -453,3 +449,6 @@ def write_point(
         },
         "files": [table, *files, out / "yardstick.json", out / "incremental.json"],
     }
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

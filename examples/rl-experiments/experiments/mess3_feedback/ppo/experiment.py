@@ -25,7 +25,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_feedback import shared
-from rl_harness import RunContext, run_algorithm
+from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
 from rl_harness.learners.models import TransformerActorCritic
 
@@ -150,8 +150,8 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
         context,
@@ -160,3 +160,6 @@ def run(context: RunContext) -> dict:
     )
     record = shared.analyze(context, plan)
     return {"iterations": result.iterations} | shared.summary(record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -23,14 +23,14 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_next_token import shared, spec
-from experiments.mess3_next_token.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+from experiments.mess3_next_token.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     SMOKE,  # noqa: F401
     Budget,
 )
-from rl_harness import RunContext, run_algorithm
+from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.learners.models import GRUActorCritic
 
 
@@ -44,8 +44,8 @@ def build_config(budget: Budget) -> PPOConfig:
     return spec.ppo_config(budget, module_spec())
 
 
-def run(context: RunContext) -> dict:
-    budget: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    budget = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(build_config(budget), context, stop=budget.iterations)
     record = shared.analyze(
         context,
@@ -55,3 +55,6 @@ def run(context: RunContext) -> dict:
         plan=budget,
     )
     return shared.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

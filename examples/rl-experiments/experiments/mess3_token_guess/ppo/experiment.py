@@ -40,17 +40,17 @@ from typing import Any
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_token_guess import shared, spec
-from experiments.mess3_token_guess.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
+from experiments.mess3_token_guess.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
     CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     MODEL_CONFIG,
     SMOKE,  # noqa: F401
     Budget,
     module_spec,  # noqa: F401
 )
-from rl_harness import LENGTH_KEY, RETURN_KEY, RunContext, run_algorithm
+from rl_harness import LENGTH_KEY, RETURN_KEY, Recipe, RunContext, run_algorithm
 
 
 def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -> PPOConfig:
@@ -65,7 +65,7 @@ def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -
 
 
 def run(
-    context: RunContext,
+    context: RunContext[Budget],
     *,
     model_config: Mapping[str, Any] = MODEL_CONFIG,
     label: str = "ppo",
@@ -73,7 +73,7 @@ def run(
 ) -> dict:
     """Train and analyse; `model_config` and `label` are the init-ablation leaf's
     (ppo_default_init), `build` the KL ablation's (ppo_no_kl): this leaf but for one thing."""
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
         build_config(plan, model_config) if build is None else build(plan),
@@ -93,3 +93,6 @@ def run(
         ),
     )
     return shared.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

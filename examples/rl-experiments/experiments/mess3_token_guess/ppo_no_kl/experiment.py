@@ -21,16 +21,16 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_token_guess.ppo import experiment as ppo
-from experiments.mess3_token_guess.spec import (  # the study's budgets, read by the harness
-    BUDGETS,  # noqa: F401
+from experiments.mess3_token_guess.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
     CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     MODEL_CONFIG,
     SMOKE,  # noqa: F401
     Budget,
 )
-from rl_harness import RunContext
+from rl_harness import Recipe, RunContext
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -38,5 +38,8 @@ def build_config(plan: Budget) -> PPOConfig:
     return ppo.build_config(plan, MODEL_CONFIG).training(use_kl_loss=False)
 
 
-def run(context: RunContext) -> dict:
+def run(context: RunContext[Budget]) -> dict:
     return ppo.run(context, model_config=MODEL_CONFIG, label="ppo_no_kl", build=build_config)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

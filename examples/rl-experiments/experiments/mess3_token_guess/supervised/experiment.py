@@ -33,17 +33,17 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
 from experiments.mess3_token_guess import shared, spec
-from experiments.mess3_token_guess.spec import (  # read by the harness and tools
-    BUDGETS,  # noqa: F401
+from experiments.mess3_token_guess.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
     CPU,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
+    DEFAULT_BUDGET,
     FULL,  # noqa: F401
     MODEL_CONFIG,  # noqa: F401
     SMOKE,  # noqa: F401
     Budget,
     module_spec,  # noqa: F401
 )
-from rl_harness import RunContext, learner_key, run_algorithm
+from rl_harness import Recipe, RunContext, learner_key, run_algorithm
 from rl_harness.losses import NEXT_TOKEN_TARGETS, InfoTargetsToBatch, SupervisedNextTokenLossMixin
 
 
@@ -60,8 +60,8 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext) -> dict:
-    plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
+def run(context: RunContext[Budget]) -> dict:
+    plan = context.settings  # the chosen budget, --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
     result = run_algorithm(
         build_config(plan),
@@ -84,3 +84,6 @@ def run(context: RunContext) -> dict:
         ),
     )
     return shared.summary(result, record)
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

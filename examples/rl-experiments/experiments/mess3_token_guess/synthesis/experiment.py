@@ -62,12 +62,8 @@ import numpy as np
 from scipy import stats
 
 from experiments.mess3_token_guess import shared
-from experiments.synthesis_budgets import (  # BUDGETS, DEFAULT_BUDGET: read by the harness
-    BUDGETS,  # noqa: F401
-    DEFAULT_BUDGET,  # noqa: F401
-    run_budget,
-)
-from rl_harness import RunContext, load_manifest, write_json
+from experiments.synthesis_budgets import BUDGETS, DEFAULT_BUDGET, Pool, run_budget
+from rl_harness import Recipe, RunContext, load_manifest, write_json
 from rl_harness.analysis.comparison import (
     Comparison,
     compare_runs,
@@ -574,7 +570,7 @@ def plot_over_training(path: Path, table: Mapping[str, Sequence[Mapping[str, Any
     return path
 
 
-def run(context: RunContext) -> dict:
+def run(context: RunContext[Pool]) -> dict:
     root = study_root(context)
     budget = context.settings.runs_budget
     folders, other_budgets = run_folders(root, budget)
@@ -650,3 +646,6 @@ def run(context: RunContext) -> dict:
         ],
         "earlier_code_runs": sorted(path.name for path in earlier),
     }
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
