@@ -3,6 +3,8 @@
     RunArtifacts.open(results_dir)                  manifest, config, metrics, summary, status
     reopen_run(results_dir)                         the RunContext a finished run ran with, its
                                                     recipe and checkpoints (refuses changed code)
+    run_stages(context, ANALYSIS_STAGES)            a leaf's AnalysisStages, skipping current
+                                                    ones (analysis_provenance.json)
     run_checkpoints(run)                            checkpoints with iteration and env steps
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
@@ -154,6 +156,7 @@ if TYPE_CHECKING:
         seeds_for_power,
         t_test_power,
     )
+    from rl_harness.analysis.stages import AnalysisStage, StageError, run_stages
     from rl_harness.analysis.windows import (
         WindowRegressor,
         WindowTable,
@@ -279,6 +282,9 @@ _EXPORTS = {
     "ReopenError": "rl_harness.analysis.reopen",
     "ReopenedRun": "rl_harness.analysis.reopen",
     "reopen_run": "rl_harness.analysis.reopen",
+    "AnalysisStage": "rl_harness.analysis.stages",
+    "StageError": "rl_harness.analysis.stages",
+    "run_stages": "rl_harness.analysis.stages",
     "SeedTest": "rl_harness.analysis.seed_statistics",
     "seed_test": "rl_harness.analysis.seed_statistics",
     "seeds_for_power": "rl_harness.analysis.seed_statistics",
@@ -286,6 +292,7 @@ _EXPORTS = {
 }
 __all__ = [
     "ActionBranching",
+    "AnalysisStage",
     "AffineProbe",
     "Baseline",
     "BeliefEdit",
@@ -311,6 +318,7 @@ __all__ = [
     "ProbeReport",
     "ProbeSettings",
     "ReopenError",
+    "StageError",
     "ReopenedRun",
     "ResidualEditAPI",
     "ResidualStreamAPI",
@@ -374,6 +382,7 @@ __all__ = [
     "readme_main",
     "render_blocks",
     "reopen_run",
+    "run_stages",
     "replay_observations",
     "replay_rollouts",
     "replay_rollouts_named",
