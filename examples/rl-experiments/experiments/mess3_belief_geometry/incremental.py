@@ -1,8 +1,5 @@
 """Memory beyond a window (issue 52, item 1): the library's incremental R² on the agent's data,
-in-run and for finished runs.
-
-    uv run python -m experiments.mess3_belief_geometry.incremental RESULTS_RUN_DIR \
-        [--checkpoint CHECKPOINT] [--overwrite] [--any-status]
+in-run (for a finished run: the leaf's `analysis` stage, `rl-harness analyze LEAF RUN`).
 
 On the agent's own greedy rollouts (the analysis' rollout settings, `probing.rollout_settings`)
 and the agent probe's split and resamples: for k = 1..window_k_max (6 at the CPU budget),
@@ -19,35 +16,23 @@ probe_metrics.json key `incremental_r2` (INCREMENTAL_SCHEMA_VERSION): {schema_ve
 inputs, checkpoint, n_episodes, episode_steps, branchings, table (IncrementalR2.to_dict():
 ks, rows [{k, window, agent, control, agent_increment, control_increment,
 agent_minus_control, p_values, ...}], p_values_holm, model, regressor, ...)}; result.json key
-`incremental_r2`: the headline (`headline`). The backfill writes both into a finished run's
-files, from its final checkpoint or the one `--checkpoint` names (an existing record is kept
-unless --overwrite).
+`incremental_r2`: the headline (`headline`).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import sys
-import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from experiments.mess3_belief_geometry import controls, probing
-from rl_harness import write_json
+from experiments.mess3_belief_geometry import probing
 from rl_harness.analysis import (
     ProbeEvaluation,
     Rollouts,
-    RunArtifacts,
     evaluate_probe,
     incremental_r2,
-    load_module,
-    replay_rollouts,
 )
-from rl_harness.seeding import stream_seed
 
 INCREMENTAL_SCHEMA_VERSION = 1
 KEY = "incremental_r2"  # in probe_metrics.json and result.json
@@ -137,97 +122,3 @@ def headline(record: Mapping[str, Any]) -> dict[str, Any]:
                 block[f"{name}{suffix}_p_holm"] = holm[name][score][index]
         out[f"k{row['k']}"] = block
     return out
-
-
-# ---------------------------------------------------------------------------- backfill
-
-
-def backfill(
-    results_dir: Path,
-    *,
-    overwrite: bool = False,
-    any_status: bool = False,
-    checkpoint: Path | None = None,
-) -> dict[str, Any] | None:
-    """Add `incremental_r2` to a finished run's probe_metrics.json and result.json, from its
-    final checkpoint or `checkpoint` (e.g. one reproduced from the run's record); return the
-    headline (None when the run already has it and `overwrite` is off)."""
-    run = RunArtifacts.open(results_dir)
-    leaf = controls.leaf_of(run)
-    if run.status != "completed" and not any_status:
-        raise ValueError(
-            f"run {run.run_id} is {run.status or 'unrecorded'}, not completed "
-            "(pass --any-status to use its newest checkpoint)"
-        )
-    metrics_path = run.results_dir / "probe_metrics.json"
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    if KEY in metrics and not overwrite:
-        print(f"{run.run_id}: probe_metrics.json has {KEY} (pass --overwrite to redo it)")
-        return None
-    recipe = importlib.import_module(f"{controls.STUDY}.{leaf}.experiment")
-    plan = controls.run_plan(recipe, (run.manifest or {}).get("options") or {})
-    seed = run.seed if run.seed is not None else 42
-    started = time.perf_counter()
-
-    def say(message: str) -> None:
-        print(f"[incremental {run.run_id} {time.perf_counter() - started:6.1f}s] {message}")
-
-    if checkpoint is None:
-        checkpoint = run.final_checkpoint()
-    elif not Path(checkpoint).exists():
-        raise FileNotFoundError(f"no checkpoint at {checkpoint}")
-    say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
-    module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=controls.LEAVES[leaf])
-    env = make_env(1)
-    layout, action_space = env.layout, env.single_action_space
-    env.close()
-    settings = probing.rollout_settings(plan, seed, make_env, action_space)
-    say(f"greedy rollouts ({plan.probe_episodes} episodes), the untrained module replaying them")
-    greedy = controls.data_set("agent_greedy", module, settings, plan)
-    control = probing.untrained_module(
-        recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
-    )
-    untrained = replay_rollouts(control, greedy)
-    agent = agent_probe(greedy, layout, plan, seed)
-    branching = controls.action_branching(
-        greedy.observations[..., layout.tokens],
-        greedy.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
-    record = measure(
-        greedy,
-        untrained,
-        agent=agent,
-        branchings=branching.labels,
-        layout=layout,
-        plan=plan,
-        say=say,
-    )
-    record["checkpoint"] = str(checkpoint)
-    record["wall_time_s"] = round(time.perf_counter() - started, 3)
-    write_json(metrics_path, metrics | {KEY: record})
-    top = headline(record)
-    result_path = run.results_dir / "result.json"
-    if result_path.exists():
-        write_json(result_path, json.loads(result_path.read_text()) | {KEY: top})
-    say(f"wrote {KEY} into probe_metrics.json and result.json")
-    return top
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return probing.backfill_main(
-        argv,
-        name="incremental",
-        description="Incremental R² over a window (k = 1..K; the agent's and the untrained "
-        f"module's read-outs beside the window) for finished runs: adds {KEY} to each run's "
-        "probe_metrics.json and result.json.",
-        backfill=backfill,
-        show=json.dumps,
-        checkpoint=True,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -36,6 +36,7 @@ from experiments.mess3_belief_geometry.spec import (  # read by the harness and 
     module_spec,
 )
 from rl_harness import RunContext, run_algorithm
+from rl_harness.analysis import run_stages
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -46,19 +47,21 @@ def build_config(plan: Budget) -> PPOConfig:
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (analysis.stages).
+ANALYSIS_STAGES = analysis.stages(
+    label="belief_observation",
+    module_spec=module_spec(),
+    decision_belief_in_observation=True,
+)
+
+
 def run(context: RunContext) -> dict:
     plan: Budget = context.settings  # BUDGETS[--budget], --set applied (the harness)
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=analysis.checkpoint_schedule(plan),
     )
-    record = analysis.analyze(
-        context,
-        label="belief_observation",
-        module_spec=module_spec(),
-        plan=plan,
-        decision_belief_in_observation=True,
-    )
-    return analysis.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
