@@ -1,10 +1,13 @@
 """`rl-harness analyze` (issue 48 item 2) through the user's path: a real run made through the
 CLI whose run() calls its declared ANALYSIS_STAGES, then the command on it: provenance per
 stage, a current stage skipped, `--stage`, a changed input making that stage stale, and one
-error line for each kind of bad input."""
+error line for each kind of bad input. The stages' machinery needs no training (a recipe
+that writes its data itself, no Ray); a real RLlib run shows checkpoints hashed as inputs and
+a run whose artifacts are gone refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import textwrap
@@ -15,7 +18,59 @@ import pytest
 from rl_harness.analysis.stages import read_provenance
 from rl_harness.cli import main as cli_main
 
-RECIPE = """
+STAGES = """
+import json
+from dataclasses import dataclass
+
+from rl_harness.analysis import AnalysisStage, run_stages
+
+
+@dataclass(frozen=True)
+class Budget:
+    rows: int
+    scale: int
+
+
+BUDGETS = {"smoke": Budget(1, 1), "cpu": Budget(2, 1)}
+DEFAULT_BUDGET = "cpu"
+
+
+def count(context):
+    rows = json.loads((context.results_dir / "data.json").read_text())
+    record = {"rows": len(rows), "seed": context.seed, "scale": context.settings.scale}
+    (context.results_dir / "count.json").write_text(json.dumps(record))
+    return record
+
+
+def double(context):
+    record = json.loads((context.results_dir / "count.json").read_text())
+    out = {"twice_rows": 2 * record["rows"] * record["scale"]}
+    (context.results_dir / "double.json").write_text(json.dumps(out))
+    return out
+
+
+ANALYSIS_STAGES = (
+    AnalysisStage("count", count, reads=("data.json",), checkpoints=False, writes=("count.json",)),
+    AnalysisStage(
+        "double", double, reads=("count.json",), checkpoints=False, writes=("double.json",)
+    ),
+)
+"""
+
+# The stages' leaf: its "training" writes data.json (no Ray), then its analysis runs.
+RECIPE = (
+    STAGES
+    + """
+
+def run(context):
+    rows = list(range(context.settings.rows))
+    (context.results_dir / "data.json").write_text(json.dumps(rows))
+    return dict(run_stages(context, ANALYSIS_STAGES)["double"].record or {})
+"""
+)
+
+# A real RLlib run whose one stage reads its checkpoints.
+RLLIB_RECIPE = """
 import json
 from dataclasses import dataclass
 
@@ -28,61 +83,41 @@ from rl_harness.analysis import AnalysisStage, run_checkpoints, run_stages
 @dataclass(frozen=True)
 class Budget:
     iterations: int
-    batch: int
 
 
-BUDGETS = {"smoke": Budget(1, 64), "cpu": Budget(2, 64)}
+BUDGETS = {"smoke": Budget(1), "cpu": Budget(2)}
 DEFAULT_BUDGET = "cpu"
 
 
-def count(context):
-    rows = (context.results_dir / "metrics.jsonl").read_text().splitlines()
-    record = {
-        "rows": len(rows),
-        "checkpoints": [c.iteration for c in run_checkpoints(context.results_dir)],
-        "seed": context.seed,
-        "batch": context.settings.batch,
-    }
-    (context.results_dir / "count.json").write_text(json.dumps(record))
-    return record
+def iterations(context):
+    record = [c.iteration for c in run_checkpoints(context.results_dir)]
+    (context.results_dir / "iterations.json").write_text(json.dumps(record))
+    return {"checkpoints": record}
 
 
-def double(context):
-    record = json.loads((context.results_dir / "count.json").read_text())
-    out = {"twice_rows": 2 * record["rows"]}
-    (context.results_dir / "double.json").write_text(json.dumps(out))
-    return out
-
-
-ANALYSIS_STAGES = (
-    AnalysisStage("count", count, reads=("metrics.jsonl",), writes=("count.json",)),
-    AnalysisStage(
-        "double", double, reads=("count.json",), checkpoints=False, writes=("double.json",)
-    ),
-)
+ANALYSIS_STAGES = (AnalysisStage("iterations", iterations, reads=("metrics.jsonl",)),)
 
 
 def run(context):
-    plan = context.settings
     config = (
         PPOConfig()
         .environment("CartPole-v1")
-        .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=plan.batch)
-        .training(train_batch_size_per_learner=plan.batch, minibatch_size=32, num_epochs=1)
+        .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=64)
+        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
     )
-    run_algorithm(config, context, stop=plan.iterations, checkpoint_every=1)
-    return dict(run_stages(context, ANALYSIS_STAGES)["double"].record)
+    run_algorithm(config, context, stop=context.settings.iterations, checkpoint_every=1)
+    return dict(run_stages(context, ANALYSIS_STAGES)["iterations"].record or {})
 """
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, ray_session) -> Path:
+def study(tmp_path_factory) -> Path:
     """A study of two leaves (the same recipe); one finished run of `leaf`, seed 3."""
     root = tmp_path_factory.mktemp("analyze_study")
     for name in ("leaf", "other"):
         (root / name).mkdir()
         (root / name / "experiment.py").write_text(textwrap.dedent(RECIPE))
-    argv = [str(root / "leaf" / "experiment.py"), "--set", "batch=128", "--seed", "3"]
+    argv = [str(root / "leaf" / "experiment.py"), "--set", "scale=2", "--seed", "3"]
     code = cli_main([*argv, "--run-id", "done", "--no-upload-artifacts"])
     assert code == 0, (root / "leaf" / "results" / "done" / "error.txt").read_text()
     return root
@@ -94,20 +129,16 @@ def analyze(study: Path, *args: str) -> int:
 
 def test_the_in_run_stages_record_their_provenance(study: Path) -> None:
     run = study / "leaf" / "results" / "done"
-    assert json.loads((run / "result.json").read_text()) == {"twice_rows": 4}
-    assert json.loads((run / "count.json").read_text()) == {
-        "rows": 2,
-        "checkpoints": [1, 2],
-        "seed": 3,
-        "batch": 128,  # the run's --set, as the reopened context gives it too
-    }
+    assert json.loads((run / "result.json").read_text()) == {"twice_rows": 8}
+    # The run's --set and seed, as the reopened context gives them too.
+    assert json.loads((run / "count.json").read_text()) == {"rows": 2, "seed": 3, "scale": 2}
     provenance = read_provenance(run)
     assert list(provenance) == ["count", "double"]
     count = provenance["count"]
-    assert sorted(count["inputs"]) == ["checkpoint/1", "checkpoint/2", "metrics.jsonl"]
-    assert all(len(value) == 64 for value in count["inputs"].values())  # sha256 hex
+    assert list(count["inputs"]) == ["data.json"]
+    assert count["inputs"]["data.json"] == hashlib.sha256(b"[0, 1]").hexdigest()
     assert count["library"]["commit"] and count["budget"] == "cpu"
-    assert count["overrides"] == {"batch": "128"} and count["settings"]["batch"] == 128
+    assert count["overrides"] == {"scale": "2"} and count["settings"]["scale"] == 2
     assert count["writes"] == ["count.json"] and count["seconds"] >= 0
     assert list(provenance["double"]["inputs"]) == ["count.json"]
 
@@ -140,7 +171,7 @@ def test_one_stage_and_a_changed_input_makes_only_its_reader_stale(study: Path, 
     out = capsys.readouterr().out
     assert "stage double: running" in out and "stage count" not in out
 
-    (run / "count.json").write_text(json.dumps({"rows": 5}))  # an input of `double` only
+    (run / "count.json").write_text(json.dumps({"rows": 5, "scale": 1}))  # `double`'s input
     assert analyze(study, "done") == 0
     out = capsys.readouterr().out
     assert "stage count: current, skipped" in out
@@ -168,17 +199,31 @@ def test_bad_input_is_one_error_line(study: Path, capsys) -> None:
     assert "not of" in error(other, str(run))  # a run of another leaf
     assert "no completed run under" in error(other)
 
-    artifacts = study / "leaf" / "artifacts" / "done"
-    moved = artifacts.with_name("done.moved")
-    shutil.move(artifacts, moved)
-    try:
-        assert "artifacts missing" in error(leaf, "done")
-        # A stage that reads no checkpoint still runs without them.
-        assert cli_main(["analyze", leaf, "done", "--stage", "double", "--force"]) == 0
-    finally:
-        shutil.move(moved, artifacts)
-
     bare = study / "bare"
     bare.mkdir()
     (bare / "experiment.py").write_text("def run(context):\n    return {}\n")
     assert "declares no ANALYSIS_STAGES" in error(str(bare / "experiment.py"))
+
+
+def test_checkpoints_are_inputs_and_a_run_without_its_artifacts_is_refused(
+    tmp_path_factory, ray_session, capsys
+) -> None:
+    leaf = tmp_path_factory.mktemp("analyze_rllib") / "leaf"
+    leaf.mkdir()
+    (leaf / "experiment.py").write_text(textwrap.dedent(RLLIB_RECIPE))
+    code = cli_main([str(leaf / "experiment.py"), "--run-id", "done", "--no-upload-artifacts"])
+    assert code == 0, (leaf / "results" / "done" / "error.txt").read_text()
+    run = leaf / "results" / "done"
+    assert json.loads((run / "result.json").read_text()) == {"checkpoints": [1, 2]}
+    inputs = read_provenance(run)["iterations"]["inputs"]
+    assert sorted(inputs) == ["checkpoint/1", "checkpoint/2", "metrics.jsonl"]
+    assert all(len(value) == 64 for value in inputs.values())  # sha256 hex of each folder
+    target = str(leaf / "experiment.py")
+    assert cli_main(["analyze", target]) == 0
+    assert "stage iterations: current, skipped" in capsys.readouterr().out
+
+    artifacts = leaf / "artifacts" / "done"
+    shutil.move(artifacts, artifacts.with_name("moved"))
+    assert cli_main(["analyze", target, "done", "--force"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "artifacts missing" in lines[0]

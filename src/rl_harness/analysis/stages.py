@@ -277,9 +277,9 @@ def reopen_for(recipe: ModuleType, folder: Path, *, allow_changes: bool) -> Reop
         reopened = reopen_run(folder, allow_changes=allow_changes)
     except ReopenError as error:
         raise StageError("; ".join(line.strip() for line in str(error).splitlines())) from None
-    ran = Path(reopened.recipe.__file__ or "").resolve()
-    if ran != Path(recipe.__file__ or "").resolve():
-        raise StageError(f"{folder}: a run of {reopened.recipe.__name__}, not of {recipe.__name__}")
+    ran, leaf = (Path(m.__file__ or "").resolve() for m in (reopened.recipe, recipe))
+    if ran != leaf:
+        raise StageError(f"{folder}: a run of {ran}, not of {leaf}")
     return reopened
 
 
