@@ -48,6 +48,21 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "analysis-stage-inputs-ignored",
+        "analysis/stages.py",
+        (
+            (
+                '_IDENTITY_FIELDS = ("library", "experiment", "budget", "overrides", "inputs")',
+                '_IDENTITY_FIELDS = ("library", "experiment", "budget", "overrides")',
+            ),
+        ),
+        (
+            "tests/analysis/test_analyze_stages.py::"
+            "test_one_stage_and_a_changed_input_makes_only_its_reader_stale",
+        ),
+        "`rl-harness analyze` would skip a stage whose input changed since it ran",
+    ),
+    Mutation(
         "redaction-token",
         "harness/redaction.py",
         (

@@ -17,7 +17,6 @@ from experiments.mess3_belief_geometry.reward_only import experiment as reward_o
 
 from rl_harness import RunContext
 from rl_harness.analysis import load_module
-from rl_harness.harness.runners.direct import RunResult
 from rl_harness.seeding import stream_seed
 from tests.study.test_belief_geometry_controls import _finished_run, _module
 
@@ -78,7 +77,7 @@ def test_each_stage_says_when_it_starts_and_ends_and_records_its_seconds(analyse
         assert len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0], stage
     on_disk = json.loads((context.results_dir / "probe_metrics.json").read_text())
     assert on_disk["timings"]["stages_s"] == timings["stages_s"]
-    summary = analysis.summary(RunResult({}, 1, None), record)
+    summary = analysis.summary(1, record)
     assert summary["analysis_timings"] == timings["stages_s"]
 
 

@@ -1,8 +1,8 @@
 """Controls the trained agent cannot contaminate (issue 37, item 4), on known answers (the
 bins, branchings and tokens-only windows are the library's: tests/analysis/test_controls.py):
 a memoryless policy whose controls equal those on independently driven data, belief-MDP-driven
-rollouts whose targets are the exact filter of what was executed, and the backfill of a
-finished run (a saved module, no training)."""
+rollouts whose targets are the exact filter of what was executed, and the record of every
+data set on a saved module (no training; a finished run's: `rl-harness analyze`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from experiments.mess3_belief_geometry import controls, probing, task
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
-from rl_harness.analysis import load_module, replay_rollouts
+from rl_harness.analysis import replay_rollouts
 from rl_harness.analysis.controls import TOKENS_ONLY_STREAM
 from rl_harness.seeding import stream_seed
 
@@ -145,7 +145,7 @@ def test_belief_mdp_rollouts_carry_the_exact_filtered_beliefs(greedy_and_layout,
     )
 
 
-# ---------------------------------------------------------------------------- backfill
+# ---------------------------------------------------------------------------- finished runs
 
 
 @pytest.fixture(scope="module")
@@ -179,16 +179,24 @@ def _finished_run(root, agent, seed: int):
     return results, checkpoint
 
 
-def test_backfill_adds_what_the_in_run_stage_computes(tmp_path, belief_policy):
+def test_controls_by_data_scores_every_control_on_each_data_set(belief_policy):
     agent, make_env = _module()
-    results, checkpoint = _finished_run(tmp_path, agent, SEED)
-    top = controls.backfill(results, belief_policy=belief_policy)
-    metrics = json.loads((results / "probe_metrics.json").read_text())
-    result = json.loads((results / "result.json").read_text())
-    assert metrics["recipe"] == "reward_only" and result["probe_r2"] == 0.5  # kept
-    record = metrics[controls.KEY]
-    assert result[controls.KEY] == top == controls.headline(record)
-    assert record["checkpoint"] == str(checkpoint)
+    control = probing.untrained_module(
+        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
+    )
+    settings, _ = _settings(make_env)
+    record = controls.controls_by_data(
+        agent,
+        control,
+        make_env=make_env,
+        plan=PLAN,
+        seed=SEED,
+        greedy=controls.data_set("agent_greedy", agent, settings, PLAN),
+        belief_policy=belief_policy,
+        say=lambda message: None,
+    )
+    record = json.loads(json.dumps(record))  # as probe_metrics.json holds it
+    top = controls.headline(record)
     assert set(top) == set(controls.DATA_SETS)
     for name in controls.DATA_SETS:
         block = record[name]
@@ -208,32 +216,3 @@ def test_backfill_adds_what_the_in_run_stage_computes(tmp_path, belief_policy):
         assert n_test == round(probing.PROBE_TEST_FRACTION * PLAN.probe_episodes)
     # Different actions, different data: the three returns differ.
     assert len({top[name]["return_per_step"] for name in controls.DATA_SETS}) == 3
-
-    # The in-run stage (the agent's greedy rollouts handed over) gives the same record.
-    module = load_module(checkpoint)
-    control = probing.untrained_module(
-        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
-    )
-    settings, _ = _settings(make_env)
-    in_run = controls.controls_by_data(
-        module,
-        control,
-        make_env=make_env,
-        plan=PLAN,
-        seed=SEED,
-        greedy=controls.data_set("agent_greedy", module, settings, PLAN),
-        belief_policy=belief_policy,
-        say=lambda message: None,
-    )
-    assert json.loads(json.dumps(in_run)) == {
-        k: v for k, v in record.items() if k not in ("checkpoint", "wall_time_s")
-    }
-    # An existing record is kept unless --overwrite; a foreign run is refused with one line.
-    assert controls.backfill(results, belief_policy=belief_policy) is None
-    other = tmp_path / "other"
-    other.mkdir()
-    manifest = json.loads((results / "run_manifest.json").read_text())
-    (other / "run_manifest.json").write_text(
-        json.dumps(manifest | {"experiment": {"module": "experiments.x.experiment"}})
-    )
-    assert controls.main([str(other)]) == 2

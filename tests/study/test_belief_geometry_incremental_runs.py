@@ -1,31 +1,28 @@
-"""The incremental backfill reads a finished run as the run saw its task: at the run's own
-operating point (a memory-point run's env is not the flagship's) and, with `--policy sample`,
-on the agent's sampled rollouts (the policy it trained with), each the record the in-run
-analysis writes under its key."""
+"""The incremental test on the agent's sampled rollouts (the policy it trained with) beside the
+greedy one, as the in-run analysis stage computes it, and at the run's own operating point."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
-import pytest
 from experiments.mess3_belief_geometry import controls, incremental, probing, task
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 from experiments.mess3_belief_geometry.reward_only_memory import experiment as memory_leaf
 
 from rl_harness.analysis import collect_rollouts, load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
-from tests.study.test_belief_geometry_controls import SEED, _finished_run, _module
+from tests.study.test_belief_geometry_controls import SEED, _module
 
 
-def _leaf_run(tmp_path, leaf: str):
-    """A finished smoke run of `leaf` (an untrained module saved as its final checkpoint)."""
-    agent, _ = _module()
-    results, checkpoint = _finished_run(tmp_path, agent, SEED)
-    manifest = json.loads((results / "run_manifest.json").read_text())
-    manifest["experiment"]["module"] = f"{controls.STUDY}.{leaf}.experiment"
-    (results / "run_manifest.json").write_text(json.dumps(manifest))
-    return results, checkpoint
+def _saved(agent, root) -> str:
+    """`agent` saved under `root` as a checkpoint's module (what load_module reads)."""
+    checkpoint = root / "iter_000001"
+    agent.save_to_path(
+        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+    )
+    (checkpoint / "rllib_checkpoint.json").write_text("{}")
+    return str(checkpoint)
 
 
 def _in_run(checkpoint, plan, point, policy: str) -> dict:
@@ -72,44 +69,34 @@ def _in_run(checkpoint, plan, point, policy: str) -> dict:
     )
 
 
-def _written(results, key: str) -> dict:
-    record = json.loads((results / "probe_metrics.json").read_text())[key]
-    return {k: v for k, v in record.items() if k not in ("checkpoint", "wall_time_s")}
-
-
-def test_a_memory_point_run_is_read_at_the_memory_point(tmp_path):
-    results, checkpoint = _leaf_run(tmp_path, "reward_only_memory")
-    assert incremental.main([str(results)]) == 0
-    written = _written(results, incremental.KEY)
-    plan = memory_leaf.SMOKE
-    at_memory = json.loads(
-        json.dumps(_in_run(checkpoint, plan, task.TASK_POINTS["memory"], "greedy"))
+def test_the_sampled_reading_rests_on_the_sampled_rollouts_and_says_so(tmp_path):
+    """The in-run stage's record on the sampled rollouts names its data, and its windows fit
+    other data than the greedy record's (the two readings rest on different rollouts)."""
+    agent, _ = _module()
+    checkpoint = _saved(agent, tmp_path)
+    sampled = json.loads(
+        json.dumps(_in_run(checkpoint, reward_only.SMOKE, task.FLAGSHIP, "sample"))
     )
-    assert written == at_memory
-    # The flagship's env gives another record: reading the run at the wrong point is visible.
-    at_flagship = json.loads(json.dumps(_in_run(checkpoint, plan, task.FLAGSHIP, "greedy")))
-    assert written["table"]["rows"] != at_flagship["table"]["rows"]
-
-
-def test_the_sampled_reading_is_the_in_run_stage_and_leaves_the_greedy_one(tmp_path):
-    results, checkpoint = _leaf_run(tmp_path, "reward_only")
-    assert incremental.main([str(results), "--policy", "sample"]) == 0
-    metrics = json.loads((results / "probe_metrics.json").read_text())
-    assert incremental.KEY not in metrics  # the greedy record is its own key
-    written = _written(results, incremental.KEY_SAMPLED)
-    assert written["data"] == incremental.DATA_SAMPLED
-    in_run = json.loads(json.dumps(_in_run(checkpoint, reward_only.SMOKE, task.FLAGSHIP, "sample")))
-    assert written == in_run
-    result = json.loads((results / "result.json").read_text())
-    assert result[incremental.KEY_SAMPLED] == incremental.headline(metrics[incremental.KEY_SAMPLED])
-    # The sampled rollouts are not the greedy ones: the two readings rest on different data.
-    assert incremental.main([str(results)]) == 0
-    greedy = _written(results, incremental.KEY)
-    assert greedy["data"] == incremental.DATA
-    rows = [
-        np.asarray([r["window"]["r2_pooled"]["value"] for r in x["table"]["rows"]])
-        for x in (greedy, written)
+    greedy = json.loads(json.dumps(_in_run(checkpoint, reward_only.SMOKE, task.FLAGSHIP, "greedy")))
+    assert sampled["data"] == incremental.DATA_SAMPLED and greedy["data"] == incremental.DATA
+    assert sampled["n_episodes"] == greedy["n_episodes"] == reward_only.SMOKE.probe_episodes
+    windows = [
+        np.asarray([row["window"]["r2_pooled"]["value"] for row in record["table"]["rows"]])
+        for record in (greedy, sampled)
     ]
-    assert not np.allclose(rows[0], rows[1])
-    with pytest.raises(SystemExit):  # argparse refuses a policy it does not know
-        incremental.main([str(results), "--policy", "random"])
+    assert not np.allclose(windows[0], windows[1])
+    # result.json's headline of the sampled record is the same function of its table.
+    top = incremental.headline(sampled)
+    assert set(top) == {f"k{k}" for k in sampled["table"]["ks"]}
+
+
+def test_a_memory_point_agent_is_read_at_the_memory_point(tmp_path):
+    """The memory point's env is another task: the same module's records differ by point (the
+    analysis reads each run at its budget's task_point, task.point_of)."""
+    agent, _ = _module()
+    checkpoint = _saved(agent, tmp_path)
+    plan = memory_leaf.SMOKE
+    assert task.point_of(plan) == task.TASK_POINTS["memory"]
+    at_memory = json.loads(json.dumps(_in_run(checkpoint, plan, task.point_of(plan), "greedy")))
+    at_flagship = json.loads(json.dumps(_in_run(checkpoint, plan, task.FLAGSHIP, "greedy")))
+    assert at_memory["table"]["rows"] != at_flagship["table"]["rows"]

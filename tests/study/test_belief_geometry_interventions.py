@@ -1,7 +1,6 @@
 """The occupancy-control study's causal belief interventions (issue 30), fast: the budgets
-that size them, the stage writing interventions.json and its figure, and the backfill for a
-finished run (a run folder with a saved module, no training), which gives exactly what the
-in-run stage gives on the run's own analysis rollouts."""
+that size them and the stage writing interventions.json and its figure on a saved module (no
+training). A finished run's are rewritten by `rl-harness analyze` (test_belief_geometry_smoke)."""
 
 from __future__ import annotations
 
@@ -37,13 +36,8 @@ def test_intervention_sizes_fit_the_probe_rollouts(leaf):
         assert 1 <= plan.intervention_steps <= plan.probe_steps
         # At least 2 held-out episodes to edit (the probe's test fraction).
         assert round(probing.PROBE_TEST_FRACTION * plan.intervention_episodes) >= 2
-    smoke, cpu, full = module.SMOKE, module.CPU, module.FULL
+    smoke = module.SMOKE
     assert smoke.intervention_episodes * smoke.intervention_steps <= 256  # tiny
-    # The backfill sizes a non-smoke run by CPU: FULL must not differ where it reads.
-    for name in ("probe_episodes", "warmup_steps", "n_bootstrap"):
-        assert getattr(cpu, name) == getattr(full, name)
-    for name in ("intervention_episodes", "intervention_steps"):
-        assert getattr(cpu, name) == getattr(full, name)
 
 
 def _agent():
@@ -90,13 +84,38 @@ def _pre_clip_fraction(edits):
     return None if fraction is None else fraction["value"]
 
 
-def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
-    results, checkpoint = finished_run
-    headline = interventions.backfill(results, optimal_policy=stand_in_policy)
-    written = json.loads((results / interventions.INTERVENTIONS_FILE).read_text())
+def test_the_stage_writes_interventions_json_and_its_figure(finished_run, tmp_path):
+    _, checkpoint = finished_run
+    plan = reward_only.SMOKE
+    # The in-run stage on the run's own analysis rollouts (probe_steps long), cut to the
+    # intervention sizes: same seeds, warm-up, batching and control as the analysis.
+    module = load_module(checkpoint)
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    analysis_rollouts = collect_rollouts(
+        module,
+        n_episodes=plan.probe_episodes,
+        episode_steps=plan.probe_steps,
+        policy="greedy",
+        **probing.rollout_settings(plan, SEED, make_env, _space(make_env)),
+    )
+    control = probing.untrained_module(
+        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
+    )
+    headline = interventions.run_interventions(
+        tmp_path,
+        label="reward_only",
+        module=module,
+        control=control,
+        rollouts=interventions.intervention_rollouts(analysis_rollouts, plan),
+        plan=plan,
+        seed=SEED,
+        checkpoint=checkpoint,
+        say=lambda message: None,
+        optimal_policy=stand_in_policy,
+    )
+    written = json.loads((tmp_path / interventions.INTERVENTIONS_FILE).read_text())
     assert written["recipe"] == "reward_only" and written["seed"] == SEED
     assert written["checkpoint"] == str(checkpoint)
-    plan = reward_only.SMOKE
     assert written["sizes"] == {
         "episodes": plan.intervention_episodes,
         "warmup_steps": plan.warmup_steps,
@@ -121,55 +140,9 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     assert headline_corners["agent_pre_clip"] == _pre_clip_fraction(edits)
     assert headline == interventions.intervention_headline(written)
     assert headline["final_norm"]["corners"]["agent"] == edits["belief"]["fraction"]["value"]
-    image = matplotlib.image.imread(results / interventions.INTERVENTIONS_FIGURE)
+    image = matplotlib.image.imread(tmp_path / interventions.INTERVENTIONS_FIGURE)
     assert image.shape[0] > 200  # a row per layer
     assert sum(written["figure_points"].values()) > 0
-
-    # The in-run stage on the run's own analysis rollouts (probe_steps long), cut to the
-    # intervention sizes, gives the same report: same seeds, warm-up, batching, control.
-    module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
-    analysis_rollouts = collect_rollouts(
-        module,
-        n_episodes=plan.probe_episodes,
-        episode_steps=plan.probe_steps,
-        policy="greedy",
-        **probing.rollout_settings(plan, SEED, make_env, _space(make_env)),
-    )
-    control = probing.untrained_module(
-        reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
-    )
-    in_run = interventions.run_interventions(
-        tmp_path,
-        label="reward_only",
-        module=module,
-        control=control,
-        rollouts=interventions.intervention_rollouts(analysis_rollouts, plan),
-        plan=plan,
-        seed=SEED,
-        checkpoint=checkpoint,
-        say=lambda message: None,
-        optimal_policy=stand_in_policy,
-    )
-    again = json.loads((tmp_path / interventions.INTERVENTIONS_FILE).read_text())
-    assert again["report"] == written["report"]
-    assert in_run == headline
-
-    # An existing record is kept; a run that is not a reward_only/next_token_aux one, or not
-    # completed, is refused with one line.
-    assert interventions.backfill(results, optimal_policy=stand_in_policy) is None
-    manifest = json.loads((results / "run_manifest.json").read_text())
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "run_manifest.json").write_text(
-        json.dumps(manifest | {"experiment": {"module": "experiments.x.experiment"}})
-    )
-    assert interventions.main([str(other)]) == 2
-    running = tmp_path / "running"
-    running.mkdir()
-    (running / "run_manifest.json").write_text(json.dumps(manifest | {"status": "failed"}))
-    with pytest.raises(ValueError, match="is failed, not completed"):
-        interventions.backfill(running)
 
 
 def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():

@@ -429,8 +429,9 @@ def test_the_original_table_is_the_json_and_the_records(runs) -> None:
 
 
 def test_a_failed_run_counts_only_with_its_recorded_analysis_rerun(tmp_path) -> None:
-    """A run whose in-run analysis failed is read only with analysis_rerun.json (and its
-    result.json), and the memory tables name it; without the rerun record it is refused."""
+    """A run whose in-run analysis failed is read only with a record of its rerun
+    (analysis_rerun.json, or `rl-harness analyze`'s provenance of both stages) and its
+    result.json, and the memory tables name it; without such a record it is refused."""
     (leaf, ids), *_ = [(leaf, ids) for leaf, ids in fixture_ids().items() if ids]
     source = MEMORY_FIXTURES / leaf / "results" / ids[0]
     folder = tmp_path / leaf / "results" / ids[0]
@@ -442,7 +443,21 @@ def test_a_failed_run_counts_only_with_its_recorded_analysis_rerun(tmp_path) -> 
     rerun = {"analysis_library_commit": "abcdef0123", "why": "the interventions stage failed"}
     (folder / report.ANALYSIS_RERUN).write_text(json.dumps(rerun))
     run = report.read_run(folder)
-    assert run.analysis_rerun == rerun
+    assert run.analysis_rerun == {"file": report.ANALYSIS_RERUN} | rerun
     note = report.memory_blocks([run])["memory_returns"]
     assert f"`{ids[0]}` ({leaf}, seed {run.seed}): library `abcdef0`" in note
+    assert "analysis_rerun.json says why" in note
     assert "Analysis rerun" not in report.memory_blocks([report.read_run(source)])["memory_returns"]
+
+    # `rl-harness analyze`'s provenance counts when both stages ran (a failed in-run
+    # analysis never records its own); the analysis stage alone does not.
+    (folder / report.ANALYSIS_RERUN).unlink()
+    stage = {"library": {"commit": "0123456789ab"}, "started_utc": "2026-12-07T09:00:00Z"}
+    provenance = folder / report.ANALYSIS_PROVENANCE
+    provenance.write_text(json.dumps({"stages": {"analysis": stage}}))
+    with pytest.raises(FileNotFoundError, match="no completed run_manifest.json"):
+        report.read_run(folder)
+    provenance.write_text(json.dumps({"stages": {"analysis": stage, "result": stage}}))
+    note = report.memory_blocks([report.read_run(folder)])["memory_returns"]
+    assert f"`{ids[0]}` ({leaf}, seed {run.seed}): library `0123456`" in note
+    assert "analysis_provenance.json says why" in note

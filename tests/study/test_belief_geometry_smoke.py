@@ -193,25 +193,77 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
         assert matplotlib.image.imread(run_dir / "interventions.png").shape[0] > 100
 
 
+# What `rl-harness analyze` rewrites of a run (the `analysis` and `result` stages).
+ANALYSED = (
+    "probe_metrics.json",
+    "interventions.json",
+    "yardstick.json",
+    "solver_values.json",
+    "result.json",
+)
+
+
+def without_wall_times(record):
+    """A record less what two computations of it may differ in: wall times and timings."""
+    if isinstance(record, dict):
+        return {
+            key: without_wall_times(value)
+            for key, value in record.items()
+            if key not in ("timings", "analysis_timings") and not key.endswith("wall_time_s")
+        }
+    if isinstance(record, list):
+        return [without_wall_times(value) for value in record]
+    return record
+
+
 @pytest.mark.slow
-def test_backfill_of_a_finished_run_writes_the_same_interventions(study_runs):
+def test_analyze_reruns_the_in_run_analysis_to_the_same_values(study_runs):
+    """`rl-harness analyze` on a finished smoke run: the in-run stages recorded their
+    provenance, so a second call skips both; --force recomputes every record to the same
+    values (bit for bit, wall times aside); a changed input makes only its reader stale."""
     _, runs = study_runs
-    written = json.loads((runs["reward_only"] / "interventions.json").read_text())
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.mess3_belief_geometry.interventions",
-            str(runs["reward_only"]),
-            "--overwrite",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    again = json.loads((runs["reward_only"] / "interventions.json").read_text())
-    assert again["report"] == written["report"]  # same rollouts, control, probes, edits
+    run = runs["reward_only"]
+    target = f"{STUDY}.reward_only.experiment"
+
+    def analyze(*args: str) -> str:
+        completed = subprocess.run(
+            [str(CLI), "analyze", target, str(run), *args],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert completed.returncode == 0, completed.stderr[-4000:]
+        return completed.stdout
+
+    def records() -> dict:
+        return {name: json.loads((run / name).read_text()) for name in ANALYSED}
+
+    in_run = records()
+    stages = json.loads((run / "analysis_provenance.json").read_text())["stages"]
+    assert list(stages) == ["analysis", "result"]
+    assert {"metrics.jsonl", "checkpoint/0", "checkpoint/1"} <= set(stages["analysis"]["inputs"])
+    assert list(stages["result"]["inputs"]) == ["probe_metrics.json"]
+    assert stages["analysis"]["budget"] == "smoke" and stages["analysis"]["library"]["commit"]
+
+    out = analyze()
+    assert "stage analysis: current, skipped" in out and "stage result: current, skipped" in out
+
+    out = analyze("--force")
+    assert "stage analysis: running (forced)" in out and "stage result: running (forced)" in out
+    again = records()
+    for name in ANALYSED:
+        assert without_wall_times(again[name]) == without_wall_times(in_run[name]), name
+    assert again["probe_metrics.json"]["timings"] != in_run["probe_metrics.json"]["timings"]
+
+    # probe_metrics.json is the result stage's input: edited, only that stage runs again.
+    path = run / "probe_metrics.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"analysis_wall_time_s": 0.5}))
+    out = analyze()
+    assert "stage analysis: current, skipped" in out
+    assert "stage result: running (stale: inputs changed: probe_metrics.json)" in out
+    assert json.loads((run / "result.json").read_text())["analysis_wall_time_s"] == 0.5
+    out = analyze("--stage", "result", "--force")
+    assert "stage result: running (forced)" in out and "stage analysis" not in out
 
 
 @pytest.mark.slow

@@ -1,8 +1,8 @@
 """The occupancy-control study's memory yardstick (issue 37 item 3), fast: the m-step filter
 through the executed actions is the env's own decision belief once its window reaches the
 reset (on the analysis' real rollouts: the action decoding, the warm-up history and the
-reset step), the in-run stage and the backfill of a finished run write the same record on
-the same rollouts, and the synthesis table lists each run (or says how to backfill it)."""
+reset step), the in-run stage's record, and the synthesis table lists each run (or names the
+`rl-harness analyze` command that writes it)."""
 
 from __future__ import annotations
 
@@ -81,10 +81,23 @@ def finished_run(tmp_path_factory):
     return results, checkpoint
 
 
-@pytest.mark.slow  # about 2.5 min on 2 busy cores (5 untrained replays, twice)
-def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
+@pytest.mark.slow  # over a minute on 2 busy cores (5 untrained replays)
+def test_the_stage_writes_the_yardstick_record(finished_run):
     results, checkpoint = finished_run
-    record = ys.backfill(results, say=lambda message: None)
+    # The in-run stage on analyze's greedy rollouts (a finished run's: `rl-harness analyze`).
+    module = load_module(checkpoint)
+    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
+    greedy = ys.greedy_rollouts(module, PLAN, SEED, make_env)
+    record = ys.measure(
+        results,
+        plan=PLAN,
+        seed=SEED,
+        label="reward_only",
+        module=module,
+        decision_belief_in_observation=False,
+        greedy=greedy,
+        say=lambda message: None,
+    )
     written = json.loads((results / ys.YARDSTICK_FILE).read_text())
     assert written["recipe"] == "reward_only" and written["seed"] == SEED
     assert set(written["filters_r2_within_branch"]) == {"stationary", "policy"}
@@ -98,23 +111,7 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     }
     assert written["priors"]["stationary"] == pytest.approx([0.45, 0.45, 0.10])
     assert set(written["competing_explanations"]) >= {"filters", "actions", "mlp"}
-    # The agent's score is analyze's agent probe (the same split and resamples).
-    module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
-    greedy = ys.greedy_rollouts(module, PLAN, SEED, make_env)
-    in_run = ys.measure(
-        tmp_path,
-        plan=PLAN,
-        seed=SEED,
-        label="reward_only",
-        module=module,
-        decision_belief_in_observation=False,
-        greedy=greedy,
-        say=lambda message: None,
-    )
-    for key in ("agent", "filters_r2_within_branch", "untrained", "mlp_r2_within_branch"):
-        assert in_run[key] == record[key]
-    assert ys.headline(in_run)["equivalent_memory"] == written["equivalent_memory"]
+    assert ys.headline(record)["equivalent_memory"] == written["equivalent_memory"]
     # The synthesis lists the run with its numbers.
     table = synthesis.yardstick_markdown(
         [{"arm": "reward_only", "seed": SEED, "run": "run-1", "record": written}]
@@ -127,13 +124,13 @@ def test_backfill_writes_what_the_in_run_stage_writes(finished_run, tmp_path):
     assert widths in table
 
 
-def test_synthesis_says_how_to_backfill_a_run_without_a_yardstick(tmp_path):
+def test_synthesis_says_how_to_analyze_a_run_without_a_yardstick(tmp_path):
     folder = tmp_path / "reward_only" / "results" / "run-2"
     folder.mkdir(parents=True)
     (folder / "run_manifest.json").write_text(json.dumps({"seed": 1}))
     rows = synthesis.yardstick_rows([folder])
     assert rows == [{"arm": "reward_only", "seed": 1, "run": "run-2", "record": None}]
     assert (
-        "missing: `python -m experiments.mess3_belief_geometry.yardstick "
-        "reward_only/results/run-2`" in synthesis.yardstick_markdown(rows)
+        "missing: `rl-harness analyze experiments.mess3_belief_geometry.reward_only.experiment "
+        "run-2`" in synthesis.yardstick_markdown(rows)
     )

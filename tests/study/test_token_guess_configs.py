@@ -18,7 +18,7 @@ from experiments.mess3_token_guess import shared, spec
 from experiments.mess3_token_guess.synthesis import experiment as synthesis
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
-from rl_harness import RunResult, make_context
+from rl_harness import make_context
 from rl_harness.analysis import RunArtifacts, collect_rollouts, info_target
 from rl_harness.envs.hmm import ENV_ID, HMMEnvConfig, HMMVectorEnv
 from rl_harness.envs.mess3 import bayes_optimal_next_token_reward
@@ -317,11 +317,10 @@ def test_summary_step_0_fields_come_only_from_step_0():
         "analysis_wall_time_s": 2.0,
         "checkpoints": [point(0, 0.1), point(4, 0.6)],
     }
-    result = RunResult(final_metrics={}, iterations=4, checkpoint_path=None)
-    summary = shared.summary(result, record)
+    summary = shared.summary(4, record)
     assert (summary["step0_probe_r2"], summary["probe_r2"]) == (0.1, 0.6)
     # A resumed run has no step-0 checkpoint: its first probe is not called step 0.
-    resumed = shared.summary(result, record | {"checkpoints": [point(2, 0.4), point(4, 0.6)]})
+    resumed = shared.summary(4, record | {"checkpoints": [point(2, 0.4), point(4, 0.6)]})
     assert resumed["step0_probe_r2"] is None and resumed["step0_greedy_accuracy"] is None
     assert [p["iteration"] for p in resumed["over_training"]] == [2, 4]
 

@@ -121,7 +121,7 @@ def test_a_run_without_checkpoint_gets_the_agent_free_part(rollouts, tmp_path):
     )
     assert "| ppo [a] | 5 | 0.900 |" in table
     assert (
-        "missing: `python -m experiments.mess3_token_guess.yardstick <supervised>/results/run-2`"
+        "missing: `rl-harness analyze experiments.mess3_token_guess.supervised.experiment run-2`"
         in table
     )
     widths = " / ".join(

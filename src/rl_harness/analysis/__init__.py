@@ -3,6 +3,8 @@
     RunArtifacts.open(results_dir)                  manifest, config, metrics, summary, status
     reopen_run(results_dir)                         the RunContext a finished run ran with, its
                                                     recipe and checkpoints (refuses changed code)
+    run_stages(context, ANALYSIS_STAGES)            a leaf's AnalysisStages, skipping current
+                                                    ones (analysis_provenance.json)
     run_checkpoints(run)                            checkpoints with iteration and env steps
     load_module(checkpoint) / load_algorithm(...)   module-only or full restore
     collect_rollouts(module, make_env, ...)         representations and info targets
@@ -154,6 +156,7 @@ if TYPE_CHECKING:
         seeds_for_power,
         t_test_power,
     )
+    from rl_harness.analysis.stages import AnalysisStage, StageError, run_stages
     from rl_harness.analysis.windows import (
         WindowRegressor,
         WindowTable,
@@ -279,6 +282,9 @@ _EXPORTS = {
     "ReopenError": "rl_harness.analysis.reopen",
     "ReopenedRun": "rl_harness.analysis.reopen",
     "reopen_run": "rl_harness.analysis.reopen",
+    "AnalysisStage": "rl_harness.analysis.stages",
+    "StageError": "rl_harness.analysis.stages",
+    "run_stages": "rl_harness.analysis.stages",
     "SeedTest": "rl_harness.analysis.seed_statistics",
     "seed_test": "rl_harness.analysis.seed_statistics",
     "seeds_for_power": "rl_harness.analysis.seed_statistics",
@@ -287,6 +293,7 @@ _EXPORTS = {
 __all__ = [
     "ActionBranching",
     "AffineProbe",
+    "AnalysisStage",
     "Baseline",
     "BeliefEdit",
     "CheckpointProbe",
@@ -319,6 +326,7 @@ __all__ = [
     "RunCheckpoint",
     "SeedTest",
     "ShiftScores",
+    "StageError",
     "StepEncoderAPI",
     "WindowRegressor",
     "WindowTable",
@@ -381,6 +389,7 @@ __all__ = [
     "residual_representations",
     "rllib_action_transform",
     "run_checkpoints",
+    "run_stages",
     "score_controls",
     "seed_test",
     "seeds_for_power",

@@ -101,6 +101,7 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
             budget=name,
             overrides=overrides,
             hardware_profile=str(options_record.get("hardware_profile") or "cpu-local"),
+            torch_threads=options_record.get("torch_threads"),
             run_id=record.run_id,
             ray_address=options_record.get("ray_address"),
             log_to=tuple(options_record.get("log_to") or ()),
@@ -143,7 +144,8 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
         settings=choice.settings,
         overrides=dict(choice.overrides),
         resume_from=resume,
-        hardware=resolve_profile(options.hardware_profile),
+        # The run's --torch-threads too: an analysis' float rounding depends on its threads.
+        hardware=resolve_profile(options.hardware_profile, torch_threads=options.torch_threads),
         ray_address=options.ray_address,
         log_to=options.log_to,
         options=options,

@@ -2,7 +2,8 @@
 
 `rl-harness TARGET [options]` runs a recipe (run.py); plain words are tool subcommands, each
 a `main(argv) -> int` here: `new` (scaffold.py), `runs`, `show`, `diff`, `reproduce`
-(runs.py), `sweep` (sweep.py), `compare` (compare.py), `upload`, `download` (storage.py),
+(runs.py), `sweep` (sweep.py), `compare` (compare.py), `analyze` (analyze.py), `upload`,
+`download` (storage.py),
 `vast` (vast.py).
 Every command parses with `args.OneLineParser`: bad input is one `PROG: error: ...` line on
 stderr and exit code 2. The commands import what they run inside `main`, so `--help` stays
@@ -15,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from rl_harness.cli import compare, runs, scaffold, storage, sweep, vast
+from rl_harness.cli import analyze, compare, runs, scaffold, storage, sweep, vast
 from rl_harness.cli import run as run_command
 
 Main = Callable[[list[str]], int]
@@ -29,6 +30,7 @@ TOOLS: dict[str, tuple[Main, str]] = {
     "reproduce": (runs.reproduce_main, "re-run a run and compare"),
     "sweep": (sweep.main, "run arms x seeds in parallel, resuming"),
     "compare": (compare.main, "arms x seeds table of runs"),
+    "analyze": (analyze.main, "run a leaf's analysis stages on finished runs"),
     "upload": (storage.upload_main, "mirror a run's artifacts to B2"),
     "download": (storage.download_main, "fetch a run's artifacts"),
     "vast": (vast.main, "rent vast.ai GPUs for recipe runs"),

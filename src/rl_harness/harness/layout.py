@@ -10,7 +10,8 @@ A run lives in two folders, `<leaf>/results/<run-id>/` (compact records, tracked
       checkpoints.jsonl  one row per checkpoint ray_logs/ (driver.log)   Ray's session logs
       summary.json       the runner's summary    tensorboard/<name>/, wandb/  --log-to
       result.json        the recipe's result
-      error.txt, experiment_repo.patch, library_repo.patch, remote_artifacts.json
+      error.txt, experiment_repo.patch, library_repo.patch, remote_artifacts.json,
+      analysis_provenance.json (rl-harness analyze: each analysis stage's provenance)
 
 Checkpoint paths in the records (checkpoints.jsonl, summary.json) are relative to
 artifacts/<run-id>/, so a run folder copied elsewhere still resolves; a checkpoint outside
@@ -37,6 +38,8 @@ ERROR_NAME = "error.txt"  # the traceback of a failed recipe
 EXPERIMENT_PATCH_NAME = "experiment_repo.patch"  # uncommitted changes at start
 LIBRARY_PATCH_NAME = "library_repo.patch"
 REMOTE_INDEX_NAME = "remote_artifacts.json"  # the B2 mirror's index (storage/)
+# Each analysis stage's provenance, keyed by stage (analysis/stages.py, `rl-harness analyze`).
+ANALYSIS_PROVENANCE_NAME = "analysis_provenance.json"
 
 # artifacts/<run-id>/
 CHECKPOINTS_DIR = "checkpoints"  # the direct runner's iter_NNNNNN folders

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -95,10 +96,10 @@ from rl_harness import (
     RETURN_KEY,
     CheckpointSchedule,
     RunContext,
-    RunResult,
     write_json,
 )
 from rl_harness.analysis import (
+    AnalysisStage,
     Rollouts,
     RunArtifacts,
     collect_rollouts,
@@ -620,7 +621,7 @@ def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
+def summary(iterations: int | None, record: Mapping[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     controls = record["controls"]
     scores, differences = record["scores"], record["differences"]
@@ -629,7 +630,7 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
     training = record["training"]["checkpoints"]
     return {
         **_controls_headline(record),  # controls_by_data, action_branches_added, incremental_r2
-        "iterations": result.iterations,
+        "iterations": iterations,
         "env_steps": record["env_steps"],
         "return_per_step": record["return_per_step"],
         "solver_values": {key: record["solver_values"].get(key) for key in task.REFERENCES},
@@ -678,3 +679,56 @@ def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
         "analysis_wall_time_s": record["analysis_wall_time_s"],
         "analysis_timings": (record.get("timings") or {}).get("stages_s"),
     } | ({"interventions": record["interventions"]} if "interventions" in record else {})
+
+
+# ---------------------------------------------------------------------------- stages
+
+PROBE_METRICS = "probe_metrics.json"
+
+
+def write_result(context: RunContext) -> dict[str, Any]:
+    """The `result` stage: result.json (`summary`) from the run's probe_metrics.json; its
+    iterations are the last metrics row's (the trainer's count, what run_algorithm returns)."""
+    record = json.loads((context.results_dir / PROBE_METRICS).read_text(encoding="utf-8"))
+    result = summary(record["training_iterations"], record)
+    write_json(context.results_dir / "result.json", result)
+    return result
+
+
+def stages(
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    aux_weight: float = 0.0,
+    decision_belief_in_observation: bool = False,
+    interventions: bool = False,
+) -> tuple[AnalysisStage, ...]:
+    """A training leaf's ANALYSIS_STAGES: `analysis` (`analyze` with the leaf's options, on
+    its final and every recorded checkpoint) then `result` (result.json from its record).
+    The leaf's run() calls them after training (`run_stages`); `rl-harness analyze LEAF RUN`
+    calls the same on a finished run."""
+
+    def run_analysis(context: RunContext) -> dict[str, Any]:
+        return analyze(
+            context,
+            label=label,
+            module_spec=module_spec,
+            plan=context.settings,
+            aux_weight=aux_weight,
+            decision_belief_in_observation=decision_belief_in_observation,
+            interventions=interventions,
+        )
+
+    written = [PROBE_METRICS, "solver_values.json", "yardstick.json", "belief_simplex.png"]
+    written += ["learning_curve.png", "r2_over_training.png"]
+    written += ["interventions.json", "interventions.png"] if interventions else []
+    return (
+        AnalysisStage("analysis", run_analysis, reads=("metrics.jsonl",), writes=tuple(written)),
+        AnalysisStage(
+            "result",
+            write_result,
+            reads=(PROBE_METRICS,),
+            checkpoints=False,
+            writes=("result.json",),
+        ),
+    )

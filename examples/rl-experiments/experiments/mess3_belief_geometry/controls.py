@@ -1,6 +1,5 @@
-"""Controls the trained agent cannot contaminate (issue 37, item 4), in-run and for finished runs.
-
-    uv run python -m experiments.mess3_belief_geometry.controls RESULTS_RUN_DIR [...]
+"""Controls the trained agent cannot contaminate (issue 37, item 4), computed once by the in-run
+analysis (`analysis.analyze`; for a finished run its `analysis` stage: `rl-harness analyze`).
 
 Why: on the agent's own greedy rollouts the window baselines and the untrained module read
 the agent's previous executed actions, and those actions carry the agent's memory (the
@@ -41,50 +40,32 @@ action_branching, agent_probe (ProbeReport), scores {agent, untrained_module, ob
 windows (tokens and actions: WindowTable.to_dict), tokens_only_windows (WindowTable.to_dict),
 best_window_k, best_tokens_window_k, differences {agent_minus_untrained_module,
 agent_minus_observation, agent_minus_best_window, agent_minus_best_tokens_window}}};
-result.json key `controls_by_data`: the headline (`headline`). The backfill command writes both
-into a finished run's files (an existing `controls_by_data` is kept unless --overwrite).
+result.json key `controls_by_data`: the headline (`headline`).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
-from rl_harness import write_json
 from rl_harness.analysis import (
     ProbeEvaluation,
     ProbeSettings,
     Rollouts,
-    RunArtifacts,
     collect_rollouts,
-    load_module,
     replay_rollouts,
 )
 from rl_harness.analysis.controls import ActionBranching, ControlScores, score_controls
 from rl_harness.analysis.controls import action_branching as library_action_branching
-from rl_harness.seeding import stream_seed
 
 CONTROLS_SCHEMA_VERSION = 1
 KEY = "controls_by_data"  # in probe_metrics.json and result.json
 DATA_SETS = ("agent_greedy", "belief_mdp", "random")
 ACTION_BINS = probing.ACTION_BINS  # equal-frequency bins per action coordinate
-STUDY = "experiments.mess3_belief_geometry"
-LEAVES = {  # leaf -> decision_belief_in_observation
-    "reward_only": False,
-    "next_token_aux": False,
-    "belief_observation": True,
-    "reward_only_memory": False,  # at task.TASK_POINTS["memory"] (their budgets' task_point)
-    "next_token_aux_memory": False,
-}
 DATA = {
     "agent_greedy": "the trained agent's greedy rollouts (its own actions)",
     "belief_mdp": "rollouts whose actions are the belief-MDP policy's (belief_vi, delay "
@@ -306,106 +287,3 @@ def headline(record: Mapping[str, Any]) -> dict[str, Any]:
             "action_branches_added": block["action_branching"]["branches_added_by_actions"],
         }
     return out
-
-
-# ---------------------------------------------------------------------------- backfill
-
-
-def leaf_of(run: RunArtifacts) -> str:
-    """The study leaf that made `run` (from its manifest's experiment module)."""
-    module = ((run.manifest or {}).get("experiment") or {}).get("module") or ""
-    for leaf in LEAVES:
-        if module == f"{STUDY}.{leaf}.experiment":
-            return leaf
-    raise ValueError(
-        f"run {run.run_id} was made by {module or 'an unknown module'!r}, not one of "
-        f"{', '.join(f'{STUDY}.{leaf}.experiment' for leaf in LEAVES)}"
-    )
-
-
-def run_plan(recipe: Any, options: Mapping[str, Any]) -> Any:
-    """The Budget a run's analysis used: its recorded budget name where the recipe has
-    BUDGETS, else SMOKE for a smoke run and CPU otherwise."""
-    name = options.get("budget") or ("smoke" if options.get("smoke") else "cpu")
-    budgets = getattr(recipe, "BUDGETS", None)
-    if isinstance(budgets, Mapping) and name in budgets:
-        return budgets[name]
-    return recipe.SMOKE if name == "smoke" else recipe.CPU
-
-
-def backfill(
-    results_dir: Path,
-    *,
-    overwrite: bool = False,
-    any_status: bool = False,
-    belief_policy: Callable[[np.ndarray], np.ndarray] | None = None,
-    checkpoint: Path | None = None,
-) -> dict[str, Any] | None:
-    """Add `controls_by_data` to a finished run's probe_metrics.json and result.json, from its
-    final checkpoint or `checkpoint`; return the headline (None when the run already has it
-    and `overwrite` is off)."""
-    run = RunArtifacts.open(results_dir)
-    leaf = leaf_of(run)
-    if run.status != "completed" and not any_status:
-        raise ValueError(
-            f"run {run.run_id} is {run.status or 'unrecorded'}, not completed "
-            "(pass --any-status to use its newest checkpoint)"
-        )
-    metrics_path = run.results_dir / "probe_metrics.json"
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    if KEY in metrics and not overwrite:
-        print(f"{run.run_id}: probe_metrics.json has {KEY} (pass --overwrite to redo it)")
-        return None
-    recipe = importlib.import_module(f"{STUDY}.{leaf}.experiment")
-    plan = run_plan(recipe, (run.manifest or {}).get("options") or {})
-    seed = run.seed if run.seed is not None else 42
-    started = time.perf_counter()
-
-    def say(message: str) -> None:
-        print(f"[controls {run.run_id} {time.perf_counter() - started:6.1f}s] {message}")
-
-    if checkpoint is None:
-        checkpoint = run.final_checkpoint()
-    elif not Path(checkpoint).exists():
-        raise FileNotFoundError(f"no checkpoint at {checkpoint}")
-    say(f"{leaf} seed {seed}: checkpoint {checkpoint}")
-    module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(LEAVES[leaf], task.point_of(plan))
-    control = probing.untrained_module(
-        recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
-    )
-    record = controls_by_data(
-        module,
-        control,
-        make_env=make_env,
-        plan=plan,
-        seed=seed,
-        belief_policy=belief_policy,
-        say=say,
-    )
-    record["checkpoint"] = str(checkpoint)
-    record["wall_time_s"] = round(time.perf_counter() - started, 3)
-    write_json(metrics_path, metrics | {KEY: record})
-    top = headline(record)
-    result_path = run.results_dir / "result.json"
-    if result_path.exists():
-        write_json(result_path, json.loads(result_path.read_text()) | {KEY: top})
-    say(f"wrote {KEY} into probe_metrics.json and result.json")
-    return top
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return probing.backfill_main(
-        argv,
-        name="controls",
-        description="Controls on data the trained agent did not choose (belief-MDP and random "
-        "actions) and tokens-only windows, for finished runs of the study: adds "
-        f"{KEY} to each run's probe_metrics.json and result.json.",
-        backfill=backfill,
-        show=json.dumps,
-        checkpoint=True,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

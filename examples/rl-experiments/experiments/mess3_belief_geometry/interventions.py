@@ -1,4 +1,4 @@
-"""Causal belief interventions (issue 30) in-run, and their backfill for finished runs.
+"""Causal belief interventions (issue 30), in-run (for a finished run: `rl-harness analyze`).
 
 In-run: `run_interventions` edits the residual where the belief probe reads it and scores the
 action shift against the belief-MDP policy's (analysis.belief_interventions); the leaves that
@@ -12,31 +12,16 @@ what the target, counterfactuals, shifts and controls are (sentences), report
 edit_norm_mean, representation_norm_mean, probe_miss_rms, value_shift_mean}}, differences
 {agent_minus_control}), figure (interventions.png), figure_points, wall_time_s.
 
-Backfill, for runs that finished without them:
+For a finished run (one made by an older commit, or whose analysis failed), the leaf's
+`analysis` stage reruns the whole analysis, these included, on its recorded checkpoints:
 
-    uv run python -m experiments.mess3_belief_geometry.interventions RESULTS_RUN_DIR [...]
-
-For each results/<run-id> folder of a `reward_only` or `next_token_aux` run (one made by an
-older commit included): read its manifest (leaf, seed, smoke), load its final checkpoint
-(`RunArtifacts.final_checkpoint`: the summary's, else the newest), roll out the agent greedily
-with the analysis' own settings (`probing.rollout_settings`: the same seeds, warm-up and
-batching, all probe episodes stepped together and the first intervention_episodes kept, so
-these are the first episodes and steps of the run's own analysis rollouts),
-build the untrained control as the analysis does, and run `run_interventions` at the
-current leaf's Budget sizes (the run's recorded budget with its --set overrides; a run from
-before budgets had names: SMOKE for a smoke run, else CPU; CPU and FULL sizes are equal,
-tested). Writes interventions.json and interventions.png into that run's results folder
-(an existing interventions.json is kept unless --overwrite). A run that is not `completed`
-is refused unless --any-status (its newest checkpoint is then used).
+    uv run rl-harness analyze experiments.mess3_belief_geometry.<leaf>.experiment [RUN...]
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +32,18 @@ from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import write_json
 from rl_harness.analysis import (
     Rollouts,
-    RunArtifacts,
     belief_interventions,
-    collect_rollouts,
     corner_beliefs,
-    load_module,
     other_step_beliefs,
     plot_action_shifts,
     rllib_action_transform,
 )
-from rl_harness.seeding import stream_rng, stream_seed
+from rl_harness.seeding import stream_rng
 
 # interventions.json; 2: pre-clip shifts and clipped fractions beside the post-clip scores.
 INTERVENTIONS_SCHEMA_VERSION = 2
 INTERVENTION_LAYERS = ("block_2", "final_norm")  # the middle block; what the heads read
 INTERVENTIONS_FILE, INTERVENTIONS_FIGURE = "interventions.json", "interventions.png"
-STUDY = "experiments.mess3_belief_geometry"
-# The leaves that run interventions (the _memory ones at task.TASK_POINTS["memory"]).
-LEAVES = ("reward_only", "next_token_aux", "reward_only_memory", "next_token_aux_memory")
 
 
 def intervention_rollouts(rollouts: Rollouts, plan: Budget) -> Rollouts:
@@ -215,103 +194,3 @@ def intervention_headline(record: Mapping[str, Any]) -> dict[str, Any]:
                 "agent_clipped_fraction": (agent.get("clipped_fraction") or {}).get("belief"),
             }
     return out
-
-
-# ---------------------------------------------------------------------------- backfill
-
-
-def leaf_of(run: RunArtifacts) -> str:
-    """The study leaf that made `run` (from its manifest's experiment module)."""
-    module = ((run.manifest or {}).get("experiment") or {}).get("module") or ""
-    for leaf in LEAVES:
-        if module == f"{STUDY}.{leaf}.experiment":
-            return leaf
-    raise ValueError(
-        f"run {run.run_id} was made by {module or 'an unknown module'!r}, not one of "
-        f"{', '.join(f'{STUDY}.{leaf}.experiment' for leaf in LEAVES)}"
-    )
-
-
-def backfill(
-    results_dir: Path,
-    *,
-    overwrite: bool = False,
-    any_status: bool = False,
-    optimal_policy: Any = None,
-) -> dict[str, Any] | None:
-    """Write interventions.json and interventions.png for one finished run; return the
-    headline (None when the run already had interventions.json and `overwrite` is off)."""
-    run = RunArtifacts.open(results_dir)
-    leaf = leaf_of(run)
-    if run.status != "completed" and not any_status:
-        raise ValueError(
-            f"run {run.run_id} is {run.status or 'unrecorded'}, not completed "
-            "(pass --any-status to use its newest checkpoint)"
-        )
-    target = run.results_dir / INTERVENTIONS_FILE
-    if target.exists() and not overwrite:
-        print(f"{run.run_id}: {target.name} exists (pass --overwrite to redo it)")
-        return None
-    recipe = importlib.import_module(f"{STUDY}.{leaf}.experiment")
-    smoke = run.budget == "smoke"
-    # The run's recorded budget and --set overrides (runs from before budgets had names: CPU).
-    overrides = ((run.manifest or {}).get("budget") or {}).get("overrides") or {}
-    plan = dataclasses.replace(recipe.BUDGETS[run.budget or "cpu"], **overrides)
-    seed = run.seed if run.seed is not None else 42
-    started = time.perf_counter()
-
-    def say(message: str) -> None:
-        print(f"[interventions {run.run_id} {time.perf_counter() - started:6.1f}s] {message}")
-
-    checkpoint = run.final_checkpoint()
-    say(f"{leaf} seed {seed}{' (smoke)' if smoke else ''}: checkpoint {checkpoint}")
-    module = load_module(checkpoint)
-    make_env = probing.probe_env_factory(False, task.point_of(plan))
-    probe_env = make_env(1)
-    action_space = probe_env.single_action_space
-    probe_env.close()
-    say(
-        f"greedy rollouts: {plan.probe_episodes} episodes x ({plan.warmup_steps} + "
-        f"{plan.intervention_steps}) steps, the first {plan.intervention_episodes} used"
-    )
-    # All the analysis' episodes in its one batch (as analyze steps them), so the first ones
-    # are its own to the bit; then cut to the intervention sizes.
-    greedy = intervention_rollouts(
-        collect_rollouts(
-            module,
-            n_episodes=plan.probe_episodes,
-            episode_steps=plan.intervention_steps,
-            policy="greedy",
-            **probing.rollout_settings(plan, seed, make_env, action_space),
-        ),
-        plan,
-    )
-    control = probing.untrained_module(
-        recipe.module_spec(), make_env, stream_seed(seed, "study", "untrained")
-    )
-    return run_interventions(
-        run.results_dir,
-        label=leaf,
-        module=module,
-        control=control,
-        rollouts=greedy,
-        plan=plan,
-        seed=seed,
-        checkpoint=checkpoint,
-        say=say,
-        optimal_policy=optimal_policy,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return probing.backfill_main(
-        argv,
-        name="interventions",
-        description="Causal belief interventions for finished reward_only / next_token_aux "
-        "runs: writes interventions.json and interventions.png into each results folder.",
-        backfill=backfill,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """What every analysis of the study shares, so that their numbers compare: the probe's
 settings, the analysis env, the rollout settings and the untrained control.
 
-`analysis.py` (the in-run analysis), `controls.py`, `incremental.py`, `yardstick.py` and
-`interventions.py` (each also a backfill command for finished runs) read these; none of them
+`analysis.py` (the in-run analysis; for a finished run `rl-harness analyze` runs its stages),
+`controls.py`, `incremental.py`, `yardstick.py` and `interventions.py` read these; none of them
 imports another analysis module but `analysis.py`, which imports them all, and
 `incremental.py`, which reads `controls.py`'s run helpers and data sets (one way: controls.py
 never imports it).
@@ -10,12 +10,9 @@ never imports it).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
-import sys
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -92,69 +89,3 @@ def value(block: Mapping[str, Any] | None, *path: str) -> float | None:
     for key in path:
         block = block.get(key) if isinstance(block, Mapping) else None
     return block.get("value") if isinstance(block, Mapping) else None
-
-
-def backfill_main(
-    argv: Sequence[str] | None,
-    *,
-    name: str,
-    description: str,
-    backfill: Callable[..., Any],
-    show: Callable[[Any], str] = str,
-    checkpoint: bool = False,
-    policy: bool = False,
-) -> int:
-    """The command line of a backfill for finished runs (`python -m <study>.<name> RUN ...`):
-    `backfill(path, overwrite=, any_status=)` per results folder on ANALYSIS_TORCH_THREADS,
-    a one-line error per run it cannot do; exit 2 when any failed. With `checkpoint`, also
-    `--checkpoint PATH` (one run: the checkpoint to read instead of the run's final one, e.g.
-    reproduced from its record), passed on as `backfill(..., checkpoint=)`. With `policy`,
-    also `--policy greedy|sample`, passed on as `backfill(..., policy=)`."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m experiments.mess3_belief_geometry.{name}", description=description
-    )
-    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
-    parser.add_argument("--overwrite", action="store_true", help="redo an existing one")
-    parser.add_argument(
-        "--any-status", action="store_true", help="also runs not completed (newest checkpoint)"
-    )
-    if checkpoint:
-        parser.add_argument(
-            "--checkpoint",
-            type=Path,
-            default=None,
-            help="read this checkpoint instead of the run's final one (one run only)",
-        )
-    if policy:
-        parser.add_argument(
-            "--policy",
-            choices=("greedy", "sample"),
-            default="greedy",
-            help="the agent's rollouts to read: greedy (default) or sampled actions",
-        )
-    args = parser.parse_args(argv)
-    extra = {}
-    if policy:
-        extra["policy"] = args.policy
-    if checkpoint:
-        if args.checkpoint is not None and len(args.runs) != 1:
-            parser.error("--checkpoint names the checkpoint of one run: pass exactly one run")
-        extra["checkpoint"] = args.checkpoint
-    before = torch.get_num_threads()
-    torch.set_num_threads(ANALYSIS_TORCH_THREADS)
-    failed = 0
-    try:
-        for path in args.runs:
-            try:
-                outcome = backfill(
-                    path, overwrite=args.overwrite, any_status=args.any_status, **extra
-                )
-            except (FileNotFoundError, KeyError, ValueError) as error:
-                print(f"{name}: error: {path}: {error}", file=sys.stderr)
-                failed += 1
-                continue
-            if outcome is not None:
-                print(f"{path}: {show(outcome)}")
-    finally:
-        torch.set_num_threads(before)
-    return 2 if failed else 0

@@ -89,8 +89,9 @@ class StudyRun:
     solver_values: Mapping[str, Any] | None = None
     # The probe over training (probe_metrics.json training.checkpoints), when recorded.
     checkpoints: tuple[Mapping[str, Any], ...] = ()
-    # analysis_rerun.json: the analysis ran again on the recorded checkpoints after the
-    # in-run one failed (its library commit, time and why); None for an in-run analysis.
+    # The analysis ran again on the recorded checkpoints after the in-run one failed: the
+    # record saying so (`file`; its library commit `analysis_library_commit`); None for an
+    # in-run analysis.
     analysis_rerun: Mapping[str, Any] | None = None
     # probe_metrics.json as recorded (the per-run intervals and best window k live there).
     probe: Mapping[str, Any] | None = None
@@ -98,21 +99,43 @@ class StudyRun:
     training_s: float | None = None
 
 
+# The one-off rerun's record (the two memory-point seed-0 runs, made before `rl-harness
+# analyze`), and the provenance `rl-harness analyze` writes for each stage it runs.
 ANALYSIS_RERUN = "analysis_rerun.json"
+ANALYSIS_PROVENANCE = "analysis_provenance.json"
 
 
 def _read(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def _analysis_rerun(folder: Path, status: str | None) -> Mapping[str, Any] | None:
+    """The record of an analysis rerun on a failed run's checkpoints: analysis_rerun.json,
+    else (`rl-harness analyze`) the provenance of both its `analysis` and `result` stages,
+    which a failed in-run analysis never writes."""
+    legacy = _read(folder / ANALYSIS_RERUN)
+    if legacy is not None:
+        return {"file": ANALYSIS_RERUN} | legacy
+    stages = (_read(folder / ANALYSIS_PROVENANCE) or {}).get("stages") or {}
+    if status != "failed" or not {"analysis", "result"} <= set(stages):
+        return None
+    analysis = stages["analysis"]
+    return {
+        "file": ANALYSIS_PROVENANCE,
+        "analysis_library_commit": (analysis.get("library") or {}).get("commit"),
+        "started_utc": analysis.get("started_utc"),
+    }
+
+
 def read_run(folder: Path) -> StudyRun:
     """One completed run's records (`<study>/<arm>/results/<run-id>`); else an error. A run
-    whose training completed but whose in-run analysis failed counts only with an
-    `analysis_rerun.json` (the analysis rerun on its recorded checkpoints: commit, time, why)
-    and a result.json; the tables name such runs."""
+    whose training completed but whose in-run analysis failed counts only with a record of
+    the analysis rerun on its recorded checkpoints (`rl-harness analyze`'s
+    analysis_provenance.json, or the one-off analysis_rerun.json) and a result.json; the
+    tables name such runs."""
     manifest = _read(folder / "run_manifest.json")
-    rerun = _read(folder / ANALYSIS_RERUN)
     status = None if manifest is None else manifest.get("status")
+    rerun = _analysis_rerun(folder, status)
     if status != "completed" and not (
         status == "failed" and rerun is not None and (folder / "result.json").is_file()
     ):
@@ -1285,9 +1308,10 @@ def memory_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
             f"`{str(run.analysis_rerun.get('analysis_library_commit', '?'))[:7]}`"
             for run in reruns
         )
+        files = " / ".join(sorted({str(run.analysis_rerun["file"]) for run in reruns}))
         tables["memory_returns"] += (
             "\n\nAnalysis rerun on the recorded checkpoints after the in-run analysis failed "
-            f"(the run's manifest says failed; analysis_rerun.json says why): {named}."
+            f"(the run's manifest says failed; {files} says why): {named}."
         )
     return tables
 

@@ -25,37 +25,31 @@ the library's docs/memory_yardstick.md):
 - the window baselines' MLP on the agent's representation (like for like with the windows
   of probe_metrics.json, which apply it to the last k tokens and actions).
 
-Writes `yardstick.json` into the run's results folder. For a finished run:
+Writes `yardstick.json` into the run's results folder. For a finished run, the leaf's
+`analysis` stage (the whole in-run analysis, this included, on its recorded checkpoints):
 
-    uv run python -m experiments.mess3_belief_geometry.yardstick <leaf>/results/<run-id> [...]
+    uv run rl-harness analyze experiments.mess3_belief_geometry.<leaf>.experiment [RUN...]
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from experiments.mess3_belief_geometry import probing, task
-from rl_harness import load_manifest, write_json
+from rl_harness import write_json
 from rl_harness.analysis import (
     ProbeSettings,
     Rollouts,
-    RunArtifacts,
     branch_ids,
     collect_rollouts,
     equivalent_m,
     evaluate_probe,
-    load_module,
     memory_yardstick,
     mlp_probe,
     random_feature_probe,
@@ -354,52 +348,3 @@ def headline(record: Mapping[str, Any]) -> dict[str, Any]:
         | {key: record[key] for key in keys}
         | {"untrained_r2_within_branch": record["untrained"]["r2_within_branch"]}
     )
-
-
-def backfill(run_dir: Path, say: Any = print) -> dict[str, Any]:
-    """yardstick.json for a finished run: its seed (manifest), probe budget and env
-    (probe_metrics.json), final checkpoint (must be on this disk)."""
-    import torch
-
-    run = RunArtifacts.open(run_dir)
-    manifest = load_manifest(Path(run_dir)) or {}
-    record = json.loads((Path(run_dir) / "probe_metrics.json").read_text(encoding="utf-8"))
-    module = load_module(run.final_checkpoint())
-    before = torch.get_num_threads()
-    torch.set_num_threads(probing.ANALYSIS_TORCH_THREADS)
-    try:
-        return measure(
-            Path(run_dir),
-            plan=SimpleNamespace(**record["budget"]),
-            seed=int(manifest["seed"]),
-            label=str(record.get("recipe")),
-            module=module,
-            decision_belief_in_observation=bool(
-                record["task"].get("decision_belief_in_observation")
-            ),
-            say=say,
-        )
-    finally:
-        torch.set_num_threads(before)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.mess3_belief_geometry.yardstick",
-        description="Write yardstick.json into finished occupancy-control runs.",
-    )
-    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
-    args = parser.parse_args(argv)
-    for run_dir in args.runs:
-        if not (run_dir / "probe_metrics.json").is_file():
-            print(f"yardstick: error: {run_dir} has no probe_metrics.json", file=sys.stderr)
-            return 2
-    for run_dir in args.runs:
-        say = functools.partial(lambda name, m: print(f"[{name}] {m}", flush=True), run_dir.name)
-        record = backfill(run_dir, say=say)
-        print(json.dumps(headline(record), indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

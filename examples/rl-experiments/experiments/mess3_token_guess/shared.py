@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,10 +50,10 @@ from rl_harness import (
     ITERATION_KEY,
     CheckpointSchedule,
     RunContext,
-    RunResult,
     write_json,
 )
 from rl_harness.analysis import (
+    AnalysisStage,
     ProbeSettings,
     RunArtifacts,
     RunCheckpoint,
@@ -404,6 +405,45 @@ def analyze(
     return record
 
 
+# ---------------------------------------------------------------------------- stages
+
+
+def write_result(context: RunContext) -> dict[str, Any]:
+    """The `result` stage: result.json (`summary`) from the run's probe_metrics.json; its
+    iterations are the last metrics row's (the trainer's count, what run_algorithm returns)."""
+    record = json.loads((context.results_dir / "probe_metrics.json").read_text(encoding="utf-8"))
+    result = summary(record["training_iterations"], record)
+    write_json(context.results_dir / "result.json", result)
+    return result
+
+
+def stages(*, label: str, training_curve: Callable[[], TrainingCurve]) -> tuple[AnalysisStage, ...]:
+    """A training leaf's ANALYSIS_STAGES: `analysis` (`analyze` on every recorded
+    checkpoint; `training_curve()` is built when it runs: its references are the exact
+    ceilings, computed then, not on import) then `result` (result.json from its record).
+    The leaf's run() calls them after training (`run_stages`); `rl-harness analyze LEAF RUN`
+    calls the same on a finished run."""
+
+    def run_analysis(context: RunContext) -> dict[str, Any]:
+        return analyze(context, label=label, plan=context.settings, training_curve=training_curve())
+
+    return (
+        AnalysisStage(
+            "analysis",
+            run_analysis,
+            reads=("metrics.jsonl",),
+            writes=("probe_metrics.json", "yardstick.json", "fractal.png", "learning_curve.png"),
+        ),
+        AnalysisStage(
+            "result",
+            write_result,
+            reads=("probe_metrics.json",),
+            checkpoints=False,
+            writes=("result.json",),
+        ),
+    )
+
+
 # ---------------------------------------------------------------------------- plots
 
 
@@ -513,14 +553,14 @@ def plot_training(
 # ---------------------------------------------------------------------------- summary
 
 
-def summary(result: RunResult, record: Mapping[str, Any]) -> dict[str, Any]:
+def summary(iterations: int | None, record: Mapping[str, Any]) -> dict[str, Any]:
     """The compact result a leaf's run() returns (the harness stores it as result.json)."""
     points = record["checkpoints"]
     last = points[-1]
     # A resumed run has no step-0 checkpoint: its step-0 fields are None, not its first probe.
     first = points[0] if points[0]["iteration"] == 0 else {}
     return {
-        "iterations": result.iterations,
+        "iterations": iterations,
         "env_steps": record["env_steps"],
         "bayes_optimal_accuracy": record["ceilings"]["bayes_optimal_accuracy"],
         "newest_token_accuracy": record["ceilings"]["newest_token_accuracy"],

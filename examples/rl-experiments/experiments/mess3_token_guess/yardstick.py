@@ -19,21 +19,17 @@ the library's docs/memory_yardstick.md):
   residual and on the raw window: the nonlinear reading, like for like.
 
 Writes `yardstick.json` (schema YARDSTICK_SCHEMA_VERSION) into the run's results folder. For
-a finished run (its final checkpoint on this disk; without one, everything that needs no
-agent is still computed and the rest says why it is missing):
+a finished run, the leaf's `analysis` stage (the whole in-run analysis, this included, on
+its recorded checkpoints):
 
-    uv run python -m experiments.mess3_token_guess.yardstick <leaf>/results/<run-id> [...]
+    uv run rl-harness analyze experiments.mess3_token_guess.<leaf>.experiment [RUN...]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -41,13 +37,11 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from experiments.mess3_token_guess import shared
-from rl_harness import load_manifest, write_json
+from rl_harness import write_json
 from rl_harness.analysis import (
     Rollouts,
-    RunArtifacts,
     branch_ids,
     equivalent_m,
-    load_module,
     memory_yardstick,
     mlp_probe,
     random_feature_probe,
@@ -321,47 +315,3 @@ def headline(record: Mapping[str, Any]) -> dict[str, Any]:
         | {key: record[key] for key in keys}
         | {"untrained_r2_within_branch": untrained}
     )
-
-
-def backfill(run_dir: Path, say: Any = print) -> dict[str, Any]:
-    """yardstick.json for a finished run: its seed (manifest), probe budget
-    (probe_metrics.json) and final checkpoint (when on this disk)."""
-    run = RunArtifacts.open(run_dir)
-    manifest = load_manifest(Path(run_dir)) or {}
-    record = json.loads((Path(run_dir) / "probe_metrics.json").read_text(encoding="utf-8"))
-    module = None
-    try:
-        checkpoint = run.final_checkpoint()
-        module = load_module(checkpoint) if Path(str(checkpoint)).exists() else None
-    except (FileNotFoundError, ValueError, RuntimeError) as error:
-        say(f"no final checkpoint to load ({error}): computing what needs no agent")
-    return measure(
-        Path(run_dir),
-        recorded_within=record["checkpoints"][-1].get("r2_within_branch"),
-        plan=SimpleNamespace(**record["budget"]),
-        seed=int(manifest["seed"]),
-        label=str(record.get("recipe")),
-        module=module,
-        say=say,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.mess3_token_guess.yardstick",
-        description="Write yardstick.json into finished token-guess runs.",
-    )
-    parser.add_argument("runs", nargs="+", type=Path, help="results/<run-id> folders")
-    args = parser.parse_args(argv)
-    for run_dir in args.runs:
-        if not (run_dir / "probe_metrics.json").is_file():
-            print(f"yardstick: error: {run_dir} has no probe_metrics.json", file=sys.stderr)
-            return 2
-    for run_dir in args.runs:
-        record = backfill(run_dir, say=lambda m, r=run_dir: print(f"[{r.name}] {m}", flush=True))
-        print(json.dumps(headline(record), indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

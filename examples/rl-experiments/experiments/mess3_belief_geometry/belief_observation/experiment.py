@@ -27,6 +27,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from experiments.mess3_belief_geometry import analysis, spec, task
 from experiments.mess3_belief_geometry.spec import BUDGETS, DEFAULT_BUDGET, Budget, module_spec
 from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness.analysis import run_stages
 
 
 def build_config(plan: Budget) -> PPOConfig:
@@ -37,22 +38,24 @@ def build_config(plan: Budget) -> PPOConfig:
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (analysis.stages).
+ANALYSIS_STAGES = analysis.stages(
+    label="belief_observation",
+    module_spec=module_spec(),
+    decision_belief_in_observation=True,
+)
+
+
 def run(context: RunContext[Budget]) -> dict:
     plan = context.settings  # the chosen budget, --set applied (the harness)
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=analysis.checkpoint_schedule(plan),
     )
-    record = analysis.analyze(
-        context,
-        label="belief_observation",
-        module_spec=module_spec(),
-        plan=plan,
-        decision_belief_in_observation=True,
-    )
-    return analysis.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -42,6 +42,7 @@ from experiments.mess3_belief_geometry.spec import (  # noqa lines: tests and to
     Budget,
 )
 from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness.analysis import run_stages
 from rl_harness.learners.models import (
     KVCacheLearnerMixin,
     NextTokenAuxHeadMixin,
@@ -81,23 +82,25 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (analysis.stages).
+ANALYSIS_STAGES = analysis.stages(
+    label="next_token_aux",
+    module_spec=module_spec(),
+    aux_weight=AUX_WEIGHT,
+    interventions=True,
+)
+
+
 def run(context: RunContext[Budget]) -> dict:
     plan = context.settings  # the chosen budget, --set applied (the harness)
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=analysis.checkpoint_schedule(plan),
     )
-    record = analysis.analyze(
-        context,
-        label="next_token_aux",
-        module_spec=module_spec(),
-        plan=plan,
-        aux_weight=AUX_WEIGHT,
-        interventions=True,
-    )
-    return analysis.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -28,6 +28,7 @@ from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noq
 from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
 from experiments.mess3_belief_geometry.spec import DEFAULT_BUDGET, Budget
 from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness.analysis import run_stages
 
 TASK_POINT = "memory"  # task.TASK_POINTS
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
@@ -37,23 +38,25 @@ FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (analysis.stages).
+ANALYSIS_STAGES = analysis.stages(
+    label="next_token_aux_memory",
+    module_spec=module_spec(),
+    aux_weight=AUX_WEIGHT,
+    interventions=True,
+)
+
+
 def run(context: RunContext[Budget]) -> dict:
     plan = context.settings  # the chosen budget, --set applied (the harness)
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=analysis.checkpoint_schedule(plan),
     )
-    record = analysis.analyze(
-        context,
-        label="next_token_aux_memory",
-        module_spec=module_spec(),
-        plan=plan,
-        aux_weight=AUX_WEIGHT,
-        interventions=True,
-    )
-    return analysis.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -53,6 +53,7 @@ from experiments.mess3_belief_geometry.spec import (  # noqa lines: tests and to
     module_spec,
 )
 from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness.analysis import run_stages
 
 # The closing console line, in this order: reward per step (greedy evaluation) and its share
 # of the belief-MDP ceiling, then the within-branch probe R² of the agent and of the
@@ -72,18 +73,22 @@ def build_config(plan: Budget) -> PPOConfig:
     return spec.ppo_config(plan, env_config=env_config, module_spec=module_spec())
 
 
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (analysis.stages).
+ANALYSIS_STAGES = analysis.stages(
+    label="reward_only", module_spec=module_spec(), interventions=True
+)
+
+
 def run(context: RunContext[Budget]) -> dict:
     plan = context.settings  # BUDGETS[--budget], --set applied (the harness)
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=analysis.checkpoint_schedule(plan),
     )
-    record = analysis.analyze(
-        context, label="reward_only", module_spec=module_spec(), plan=plan, interventions=True
-    )
-    return analysis.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, headline=HEADLINE)

@@ -31,17 +31,17 @@ Run (from the experiment repo, after the training leaves):
     uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment --smoke
     uv run rl-harness experiments.mess3_belief_geometry.synthesis.experiment
 
-Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the
-training leaf, or for a finished run by `python -m experiments.mess3_belief_geometry.yardstick
-RUN`): the agent's within-branch R² beside exact filters of the last m steps (tokens and
-executed actions, from the stationary law and from the agent's own state law), the m it is
-worth, the within-branch variance share, random ReLU features of the agent's input window,
-several untrained initialisations and the windows' MLP on the agent's representation. A run
-without the file is listed as missing.
+Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the training
+leaf, or for a finished run by `rl-harness analyze
+experiments.mess3_belief_geometry.<leaf>.experiment RUN`): the agent's within-branch R² beside
+exact filters of the last m steps (tokens and executed actions, from the stationary law and from
+the agent's own state law), the m it is worth, the within-branch variance share, random ReLU
+features of the agent's input window, several untrained initialisations and the windows' MLP on
+the agent's representation. A run without the file is listed as missing.
 
 Memory beyond a window (issue 52 item 1; `incremental.py`): each run's result.json
-`incremental_r2` (in-run, or for a finished run `python -m
-experiments.mess3_belief_geometry.incremental RUN [--checkpoint CKPT]`): per arm and k = 1..K,
+`incremental_r2` (in-run, or for a finished run `rl-harness analyze
+experiments.mess3_belief_geometry.<leaf>.experiment RUN`): per arm and k = 1..K,
 b - a (the agent's increment over the window of tokens and executed actions) and b - c (minus
 the untrained module's), globally and within tokens_2: mean across seeds, t-interval, one-sided
 t-test p of mean > 0 and that p Holm-corrected over the k family (`p_holm`). A run without it
@@ -228,8 +228,8 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         record = row["record"]
         if record is None:
             lines.append(
-                f"| {row['arm']} | {row['seed']} | missing: `python -m "
-                f"experiments.mess3_belief_geometry.yardstick {row['arm']}/results/{row['run']}`"
+                f"| {row['arm']} | {row['seed']} | missing: `rl-harness analyze "
+                f"experiments.mess3_belief_geometry.{row['arm']}.experiment {row['run']}`"
                 " | | | | | | | |"
             )
             continue
@@ -336,9 +336,8 @@ def incremental_markdown(table: Mapping[str, Any]) -> str:
     for arm, entry in table["arms"].items():
         if entry["missing"]:
             lines.append(
-                f"| {arm} | missing in {', '.join(entry['missing'])}: `python -m "
-                f"experiments.mess3_belief_geometry.incremental {arm}/results/<run-id> "
-                "[--checkpoint CKPT]` | | | | | | |"
+                f"| {arm} | missing in {', '.join(entry['missing'])}: `rl-harness analyze "
+                f"experiments.mess3_belief_geometry.{arm}.experiment <run-id>` | | | | | | |"
             )
         for name, rows in entry["quantities"].items():
             quantity = next(q for q in INCREMENTAL_QUANTITIES if name.startswith(q))

@@ -51,6 +51,7 @@ from experiments.mess3_token_guess.spec import (  # noqa lines: tests and tools 
     module_spec,  # noqa: F401
 )
 from rl_harness import LENGTH_KEY, RETURN_KEY, Recipe, RunContext, run_algorithm
+from rl_harness.analysis import AnalysisStage, run_stages
 
 
 def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -> PPOConfig:
@@ -64,6 +65,25 @@ def build_config(plan: Budget, model_config: Mapping[str, Any] = MODEL_CONFIG) -
     )
 
 
+def training_curve() -> shared.TrainingCurve:
+    return shared.TrainingCurve(
+        key=RETURN_KEY,
+        per=LENGTH_KEY,
+        label="training hit rate (sampled guesses)",
+        references={"Bayes-optimal": shared.ceilings()["bayes_optimal_accuracy"]},
+    )
+
+
+def analysis_stages(label: str) -> tuple[AnalysisStage, ...]:
+    """The analysis of a PPO leaf of this study (`label`: this one's or an ablation's)."""
+    return shared.stages(label=label, training_curve=training_curve)
+
+
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (shared.stages).
+ANALYSIS_STAGES = analysis_stages("ppo")
+
+
 def run(
     context: RunContext[Budget],
     *,
@@ -72,27 +92,17 @@ def run(
     build: Callable[[Budget], PPOConfig] | None = None,
 ) -> dict:
     """Train and analyse; `model_config` and `label` are the init-ablation leaf's
-    (ppo_default_init), `build` the KL ablation's (ppo_no_kl): this leaf but for one thing."""
+    (ppo_default_init), `build` the KL ablation's (ppo_no_kl): this leaf but for one thing;
+    each declares its ANALYSIS_STAGES as `analysis_stages(label)`, what this runs."""
     plan = context.settings  # the chosen budget, --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan, model_config) if build is None else build(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=shared.checkpoint_schedule(),
     )
-    record = shared.analyze(
-        context,
-        label=label,
-        plan=plan,
-        training_curve=shared.TrainingCurve(
-            key=RETURN_KEY,
-            per=LENGTH_KEY,
-            label="training hit rate (sampled guesses)",
-            references={"Bayes-optimal": shared.ceilings()["bayes_optimal_accuracy"]},
-        ),
-    )
-    return shared.summary(result, record)
+    return dict(run_stages(context, analysis_stages(label))["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

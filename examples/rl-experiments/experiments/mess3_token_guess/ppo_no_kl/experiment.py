@@ -38,6 +38,10 @@ def build_config(plan: Budget) -> PPOConfig:
     return ppo.build_config(plan, MODEL_CONFIG).training(use_kl_loss=False)
 
 
+# ppo's analysis under this leaf's label: what run() does after training (ppo.run).
+ANALYSIS_STAGES = ppo.analysis_stages("ppo_no_kl")
+
+
 def run(context: RunContext[Budget]) -> dict:
     return ppo.run(context, model_config=MODEL_CONFIG, label="ppo_no_kl", build=build_config)
 

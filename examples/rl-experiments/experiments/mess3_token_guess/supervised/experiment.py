@@ -44,6 +44,7 @@ from experiments.mess3_token_guess.spec import (  # noqa lines: tests and tools 
     module_spec,  # noqa: F401
 )
 from rl_harness import Recipe, RunContext, learner_key, run_algorithm
+from rl_harness.analysis import run_stages
 from rl_harness.losses import NEXT_TOKEN_TARGETS, InfoTargetsToBatch, SupervisedNextTokenLossMixin
 
 
@@ -60,30 +61,33 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
+def training_curve() -> shared.TrainingCurve:
+    return shared.TrainingCurve(
+        key=learner_key("next_token/loss_bits"),
+        per=None,
+        label="training cross-entropy (bits per token, last minibatch)",
+        references={
+            "10-token entropy H(X11 | X1..X10)": shared.ceilings()["window_entropy_bits"],
+            "newest token only H(X2 | X1)": shared.ceilings()["newest_token_entropy_bits"],
+        },
+    )
+
+
+# What run() does after training, in order; `rl-harness analyze` runs the same on a
+# finished run (shared.stages).
+ANALYSIS_STAGES = shared.stages(label="supervised", training_curve=training_curve)
+
+
 def run(context: RunContext[Budget]) -> dict:
     plan = context.settings  # the chosen budget, --set applied (the harness)
     # Step 0 (the initial weights), iterations 1, 2, 4, ... and the last: what the analysis probes.
-    result = run_algorithm(
+    run_algorithm(
         build_config(plan),
         context,
         stop=plan.iterations,
         checkpoint_schedule=shared.checkpoint_schedule(),
     )
-    record = shared.analyze(
-        context,
-        label="supervised",
-        plan=plan,
-        training_curve=shared.TrainingCurve(
-            key=learner_key("next_token/loss_bits"),
-            per=None,
-            label="training cross-entropy (bits per token, last minibatch)",
-            references={
-                "10-token entropy H(X11 | X1..X10)": shared.ceilings()["window_entropy_bits"],
-                "newest token only H(X2 | X1)": shared.ceilings()["newest_token_entropy_bits"],
-            },
-        ),
-    )
-    return shared.summary(result, record)
+    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -36,12 +36,12 @@ seed's probe episodes) beside each run's own step-0 network; and paired per-seed
 of within-branch R² (end - step 0, end - raw window, supervised - ppo) with their mean and
 95% Student-t interval across seeds.
 
-Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the
-training leaf, or for a finished run by `python -m experiments.mess3_token_guess.yardstick
-RUN`): the agent's within-branch R² beside exact filters of the last m tokens, the m it is
-worth, the within-branch variance share, random ReLU features of the window, several
-untrained initialisations and the windows' MLP on the agent and on the raw window. A run
-without the file is listed as missing.
+Memory yardstick (issue 37; `yardstick.py`): each run's yardstick.json (written by the training
+leaf, or for a finished run by `rl-harness analyze
+experiments.mess3_token_guess.<leaf>.experiment RUN`): the agent's within-branch R² beside exact
+filters of the last m tokens, the m it is worth, the within-branch variance share, random ReLU
+features of the window, several untrained initialisations and the windows' MLP on the agent and
+on the raw window. A run without the file is listed as missing.
 
 Writes results/<run-id>/study_table.md (ceilings, the final comparison, the controls and
 paired differences, the memory yardstick, the table over training), controls.json,
@@ -498,8 +498,8 @@ def yardstick_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         record = row["record"]
         if record is None:
             lines.append(
-                f"| {row['arm']} | {row['seed']} | missing: `python -m "
-                f"experiments.mess3_token_guess.yardstick <{row['leaf']}>/results/{row['run']}` "
+                f"| {row['arm']} | {row['seed']} | missing: `rl-harness analyze "
+                f"experiments.mess3_token_guess.{row['leaf']}.experiment {row['run']}` "
                 "| | | | | | | |"
             )
             continue

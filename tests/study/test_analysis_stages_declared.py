@@ -1,0 +1,30 @@
+"""Each training leaf of the flagship and token-guess studies declares the analysis its run()
+runs after training as ANALYSIS_STAGES (`rl-harness analyze` runs the same on finished
+runs): `analysis` on the run's checkpoints, then `result` from the record it wrote."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from rl_harness.analysis.stages import leaf_stages
+from tests.study.test_belief_geometry_configs import STUDY, TRAINING_LEAVES
+
+MEMORY = [f"{STUDY}.{leaf}.experiment" for leaf in ("reward_only_memory", "next_token_aux_memory")]
+TOKEN_GUESS = [
+    f"experiments.mess3_token_guess.{leaf}.experiment"
+    for leaf in ("ppo", "ppo_default_init", "ppo_no_kl", "supervised")
+]
+
+
+@pytest.mark.parametrize("target", [*TRAINING_LEAVES.values(), *MEMORY, *TOKEN_GUESS])
+def test_a_training_leaf_declares_its_analysis_then_its_result(target):
+    stages = leaf_stages(importlib.import_module(target))
+    assert [stage.name for stage in stages] == ["analysis", "result"]
+    analysis, result = stages
+    assert analysis.checkpoints and "probe_metrics.json" in analysis.writes
+    assert "metrics.jsonl" in analysis.reads
+    # The result reads only the record the analysis wrote: a rerun analysis makes it stale.
+    assert result.reads == ("probe_metrics.json",) and not result.checkpoints
+    assert result.writes == ("result.json",)
