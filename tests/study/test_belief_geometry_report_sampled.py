@@ -84,3 +84,26 @@ def test_returns_are_tested_under_both_policies_with_one_holm_family(memory_runs
     text = report.memory_not_shown(runs)
     assert f"- `{base.arm}`, sampled policy: a return above the best stack-3" in text
     assert f"- `{base.arm}`, global, sampled rollouts (3 seeds)" in text
+
+
+def test_solver_values_agree_to_rounding_not_to_the_bit(memory_runs) -> None:  # noqa: F811
+    """Each run solves its point again; two solves agree to float rounding (4e-16 between the
+    memory point's committed runs), which is one point; a real difference is refused."""
+    base = memory_runs[0]
+    values = dict(base.solver_values or {})
+    rounded = dataclasses.replace(
+        base, run_id="rounded", solver_values=values | {"stack_3": values["stack_3"] + 4e-16}
+    )
+    assert report.point_solver_values([base, rounded])["stack_3"] == values["stack_3"]
+    other = dataclasses.replace(
+        base, run_id="other", solver_values=values | {"stack_3": values["stack_3"] + 1e-3}
+    )
+    with pytest.raises(ValueError, match="other: solver values differ"):
+        report.point_solver_values([base, other])
+    moved = dataclasses.replace(
+        base,
+        run_id="moved",
+        solver_values=values | {"problem": dict(values["problem"]) | {"alpha": 0.61}},
+    )
+    with pytest.raises(ValueError, match="moved: solver values differ"):
+        report.point_solver_values([base, moved])

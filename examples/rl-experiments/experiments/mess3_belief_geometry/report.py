@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -849,8 +850,8 @@ def original_table(
 # `next_token_aux_memory` at `task.TASK_POINTS["memory"]`, CPU budget. Empty until they land:
 # add each run id here, then `python -m experiments.mess3_belief_geometry.report --write`.
 MEMORY_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only_memory": ("20261207T054037Z-82f34eb9",),
-    "next_token_aux_memory": ("20261207T054038Z-f48607e9",),
+    "reward_only_memory": ("20261207T054037Z-82f34eb9", "20261207T084650Z-60b6b127"),
+    "next_token_aux_memory": ("20261207T054038Z-f48607e9", "20261207T084650Z-4e1b8172"),
 }
 SHOWN_AT = 0.05  # a difference is called shown only where its Holm-adjusted p is below this
 # result.json `incremental_r2` per k (incremental.headline): the two quantities and two scores.
@@ -887,9 +888,23 @@ def point_solver_values(runs: Sequence[StudyRun]) -> Mapping[str, Any]:
         raise FileNotFoundError(f"runs without solver_values.json: {', '.join(missing)}")
     first = values[0]
     for run, value in zip(runs, values, strict=True):
-        if any(value.get(key) != first.get(key) for key in (*SOLVER_KEYS, "problem")):
+        differ = value.get("problem") != first.get("problem") or any(
+            not _same_value(value.get(key), first.get(key)) for key in SOLVER_KEYS
+        )
+        if differ:
             raise ValueError(f"{run.run_id}: solver values differ from {runs[0].run_id}'s")
     return first
+
+
+# Each run solves its point again; two solves of one problem agree to float rounding, not to
+# the bit (seen: 4e-16 between the memory point's runs), which is the same value.
+SOLVER_RTOL = 1e-9
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=SOLVER_RTOL, abs_tol=SOLVER_RTOL)
+    return bool(a == b)
 
 
 def _one_sided_p(values: Sequence[float]) -> float | None:
