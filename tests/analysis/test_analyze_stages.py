@@ -22,6 +22,7 @@ STAGES = """
 import json
 from dataclasses import dataclass
 
+from rl_harness import Recipe
 from rl_harness.analysis import AnalysisStage, run_stages
 
 
@@ -66,6 +67,9 @@ def run(context):
     rows = list(range(context.settings.rows))
     (context.results_dir / "data.json").write_text(json.dumps(rows))
     return dict(run_stages(context, ANALYSIS_STAGES)["double"].record or {})
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 )
 
@@ -76,7 +80,7 @@ from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl_harness import run_algorithm
+from rl_harness import Recipe, run_algorithm
 from rl_harness.analysis import AnalysisStage, run_checkpoints, run_stages
 
 
@@ -107,6 +111,9 @@ def run(context):
     )
     run_algorithm(config, context, stop=context.settings.iterations, checkpoint_every=1)
     return dict(run_stages(context, ANALYSIS_STAGES)["iterations"].record or {})
+
+
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
 """
 
 

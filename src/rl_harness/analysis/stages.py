@@ -110,8 +110,12 @@ def stage_inputs(context: RunContext, stage: AnalysisStage) -> dict[str, str]:
     if stage.checkpoints:
         checkpoints = run_checkpoints(context.results_dir)
         if not checkpoints:
+            # Checkpoints are found in the run's artifacts folder: none there is most often a
+            # run whose artifacts were not brought to this disk.
+            where = context.artifacts_dir
+            missing = "" if where.is_dir() else f" (artifacts missing: no folder {where})"
             raise StageError(
-                f"{context.results_dir}: no recorded checkpoints: stage {stage.name!r} reads them"
+                f"{context.results_dir}: no checkpoints{missing}; stage {stage.name!r} reads them"
             )
         for checkpoint in checkpoints:
             key = f"checkpoint/{checkpoint.iteration}"
