@@ -20,7 +20,7 @@ from tests.tools.helpers import error_line, manifest, run_leaf, write_leaf
 # Seeded returns around SHIFT and a real probe report (global and within-branch R²).
 ARM = """
 import numpy as np
-from rl_harness.analysis import evaluate_probe
+from rl_harness.analysis import ProbeSettings, evaluate_probe
 from rl_harness.harness.atomic import write_json_atomic
 from rl_harness.harness.metrics import MetricsLog
 from rl_harness.seeding import stream_rng
@@ -41,9 +41,8 @@ def run(context):
     hidden = rng.normal(size=(24, 8))
     targets = np.stack([tokens + hidden, hidden], axis=-1)
     features = np.stack([tokens, SHIFT * hidden + rng.normal(size=hidden.shape)], axis=-1)
-    report = evaluate_probe(
-        features, targets, seed=context.seed, n_bootstrap=20, branch_tokens=tokens, branch_k=1
-    ).report
+    settings = ProbeSettings(seed=context.seed, n_bootstrap=20, branch_k=1)
+    report = evaluate_probe(features, targets, settings, branch_tokens=tokens).report
     write_json_atomic(context.results_dir / "probe_metrics.json", {{"probe": report.to_dict()}})
     return {{"shift": SHIFT}}
 """
