@@ -850,8 +850,16 @@ def original_table(
 # `next_token_aux_memory` at `task.TASK_POINTS["memory"]`, CPU budget. Empty until they land:
 # add each run id here, then `python -m experiments.mess3_belief_geometry.report --write`.
 MEMORY_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only_memory": ("20261207T054037Z-82f34eb9", "20261207T084650Z-60b6b127"),
-    "next_token_aux_memory": ("20261207T054038Z-f48607e9", "20261207T084650Z-4e1b8172"),
+    "reward_only_memory": (
+        "20261207T054037Z-82f34eb9",
+        "20261207T084650Z-60b6b127",
+        "20261207T091741Z-0d997d05",
+    ),
+    "next_token_aux_memory": (
+        "20261207T054038Z-f48607e9",
+        "20261207T084650Z-4e1b8172",
+        "20261207T091741Z-0e0f3ec7",
+    ),
 }
 SHOWN_AT = 0.05  # a difference is called shown only where its Holm-adjusted p is below this
 # result.json `incremental_r2` per k (incremental.headline): the two quantities and two scores.
