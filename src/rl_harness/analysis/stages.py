@@ -298,8 +298,8 @@ def check_checkpoints(reopened: ReopenedRun, stages: Sequence[AnalysisStage]) ->
         # Checkpoints are listed from the run's artifacts folder: none found is most often a
         # run whose artifacts are not on this disk (deleted, moved, never downloaded).
         artifacts = reopened.context.artifacts_dir
-        missing = "" if artifacts.is_dir() else f" (artifacts missing: no folder {artifacts})"
-        raise StageError(f"{where}: no checkpoints found{missing}; stage {readers[0]!r} reads them")
+        why = "" if artifacts.is_dir() else f" (artifacts missing: no folder {artifacts})"
+        raise StageError(f"{where}: no checkpoints found{why}; stage {readers[0]!r} reads them")
     missing = [
         c.path for c in reopened.checkpoints if isinstance(c.path, Path) and not c.path.exists()
     ]
