@@ -41,7 +41,7 @@ def run(context):
     hidden = rng.normal(size=(24, 8))
     targets = np.stack([tokens + hidden, hidden], axis=-1)
     features = np.stack([tokens, SHIFT * hidden + rng.normal(size=hidden.shape)], axis=-1)
-    settings = ProbeSettings(seed=context.seed, n_bootstrap=20, branch_k=1)
+    settings = ProbeSettings(seed=context.seed, n_bootstrap=20, branch_depth=1)
     report = evaluate_probe(features, targets, settings, branch_tokens=tokens).report
     write_json_atomic(context.results_dir / "probe_metrics.json", {{"probe": report.to_dict()}})
     return {{"shift": SHIFT}}

@@ -47,7 +47,7 @@ def test_module_without_run(tmp_path: Path, capsys):
     path.parent.mkdir()
     path.write_text(recipes.NO_RUN)
     assert main([str(path)]) == 2
-    assert "has no run(context) function" in _error_line(capsys)
+    assert "has no RECIPE" in _error_line(capsys)
     assert not (path.parent / "results").exists()  # nothing allocated for bad input
 
 

@@ -25,7 +25,16 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_belief_geometry import analysis, spec, task
-from experiments.mess3_belief_geometry.spec import BUDGETS, DEFAULT_BUDGET, Budget, module_spec
+from experiments.mess3_belief_geometry.spec import (  # noqa lines: tests and tools read them here
+    BUDGETS,
+    CPU,  # noqa: F401
+    DEFAULT_BUDGET,
+    FULL,  # noqa: F401
+    MODEL_CONFIG,  # noqa: F401
+    SMOKE,  # noqa: F401
+    Budget,
+    module_spec,
+)
 from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
 
