@@ -12,17 +12,7 @@ from experiments.mess3_belief_geometry.reward_only_memory import experiment as m
 
 from rl_harness.analysis import collect_rollouts, load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
-from tests.study.test_belief_geometry_controls import SEED, _module
-
-
-def _saved(agent, root) -> str:
-    """`agent` saved under `root` as a checkpoint's module (what load_module reads)."""
-    checkpoint = root / "iter_000001"
-    agent.save_to_path(
-        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
-    )
-    (checkpoint / "rllib_checkpoint.json").write_text("{}")
-    return str(checkpoint)
+from tests.study.test_belief_geometry_controls import SEED, _finished_run, _module
 
 
 def _in_run(checkpoint, plan, point, policy: str) -> dict:
@@ -36,8 +26,7 @@ def _in_run(checkpoint, plan, point, policy: str) -> dict:
     control = probing.untrained_module(
         reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
     )
-    say = lambda message: None  # noqa: E731
-    if policy == "sample":
+    if policy == "sample":  # as analysis.py collects them
         rollouts = collect_rollouts(
             module,
             n_episodes=plan.probe_episodes,
@@ -45,27 +34,12 @@ def _in_run(checkpoint, plan, point, policy: str) -> dict:
             policy="sample",
             **settings,
         )
-        untrained = replay_rollouts(control, rollouts, steps_per_call=probing.REPLAY_STEPS)
-        return incremental.measure_sampled(
-            rollouts, untrained, layout=layout, plan=plan, seed=SEED, say=say
-        )
-    rollouts = controls.data_set("agent_greedy", module, settings, plan)
+    else:
+        rollouts = controls.data_set("agent_greedy", module, settings, plan)
     untrained = replay_rollouts(control, rollouts, steps_per_call=probing.REPLAY_STEPS)
-    probe = incremental.agent_probe(rollouts, layout, plan, SEED)
-    branching = controls.action_branching(
-        rollouts.observations[..., layout.tokens],
-        rollouts.observations[..., layout.actions],
-        probe.train_episodes,
-        probe.test_episodes,
-    )
-    return incremental.measure(
-        rollouts,
-        untrained,
-        agent=probe,
-        branchings=branching.labels,
-        layout=layout,
-        plan=plan,
-        say=say,
+    data = incremental.DATA_SAMPLED if policy == "sample" else incremental.DATA
+    return incremental.measure_with_own_probe(
+        rollouts, untrained, layout=layout, plan=plan, seed=SEED, data=data, say=lambda m: None
     )
 
 
@@ -73,7 +47,7 @@ def test_the_sampled_reading_rests_on_the_sampled_rollouts_and_says_so(tmp_path)
     """The in-run stage's record on the sampled rollouts names its data, and its windows fit
     other data than the greedy record's (the two readings rest on different rollouts)."""
     agent, _ = _module()
-    checkpoint = _saved(agent, tmp_path)
+    _, checkpoint = _finished_run(tmp_path, agent, SEED)
     sampled = json.loads(
         json.dumps(_in_run(checkpoint, reward_only.SMOKE, task.FLAGSHIP, "sample"))
     )
@@ -94,7 +68,7 @@ def test_a_memory_point_agent_is_read_at_the_memory_point(tmp_path):
     """The memory point's env is another task: the same module's records differ by point (the
     analysis reads each run at its budget's task_point, task.point_of)."""
     agent, _ = _module()
-    checkpoint = _saved(agent, tmp_path)
+    _, checkpoint = _finished_run(tmp_path, agent, SEED)
     plan = memory_leaf.SMOKE
     assert task.point_of(plan) == task.TASK_POINTS["memory"]
     at_memory = json.loads(json.dumps(_in_run(checkpoint, plan, task.point_of(plan), "greedy")))

@@ -413,8 +413,14 @@ def _analyze(
     # (at the memory point its greedy policy earns a fraction of its sampled one).
     with clock.stage("incremental_r2_sampled", "the same on the agent's sampled rollouts"):
         untrained_sampled = replay_rollouts(control, sampled, steps_per_call=steps)
-        incremental_sampled = incremental.measure_sampled(
-            sampled, untrained_sampled, layout=layout, plan=plan, seed=context.seed, say=say
+        incremental_sampled = incremental.measure_with_own_probe(
+            sampled,
+            untrained_sampled,
+            layout=layout,
+            plan=plan,
+            seed=context.seed,
+            data=incremental.DATA_SAMPLED,
+            say=say,
         )
 
     with clock.stage("layers", "a probe of every residual (the agent probe's split)"):
