@@ -854,11 +854,13 @@ MEMORY_RUNS: dict[str, tuple[str, ...]] = {
         "20261207T054037Z-82f34eb9",
         "20261207T084650Z-60b6b127",
         "20261207T091741Z-0d997d05",
+        "20261207T113829Z-34605e28",
     ),
     "next_token_aux_memory": (
         "20261207T054038Z-f48607e9",
         "20261207T084650Z-4e1b8172",
         "20261207T091741Z-0e0f3ec7",
+        "20261207T113829Z-154f429d",
     ),
 }
 SHOWN_AT = 0.05  # a difference is called shown only where its Holm-adjusted p is below this
