@@ -107,3 +107,37 @@ def test_solver_values_agree_to_rounding_not_to_the_bit(memory_runs) -> None:  #
     )
     with pytest.raises(ValueError, match="moved: solver values differ"):
         report.point_solver_values([base, moved])
+
+
+def test_the_stricter_family_corrects_every_b_minus_c_test_at_once() -> None:
+    """The b - c line of "not shown" under Holm over all b - c tests of the seeds table
+    (both arms, both scores, every k), recomputed here by hand from each committed run's
+    record, and the count of runs whose per-run interval is above zero everywhere."""
+    key = report.INCREMENTAL_SAMPLED_KEY
+    committed = report.load_runs(report.MEMORY_RUNS)
+    runs = [r for r in committed if r.result.get(key)]
+    p_values = []
+    for arm in sorted({r.arm for r in runs}):
+        records = [r.result[key] for r in runs if r.arm == arm]
+        for name in ("agent_minus_control", "agent_minus_control_within_branch"):
+            for k in sorted(records[0], key=lambda k: int(k[1:])):
+                values = [record[k][name]["value"] for record in records]
+                p_values.append(float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue))
+    m = len(p_values)
+    ordered = sorted(p_values)
+    holm = [min(1.0, max((m - j) * ordered[j] for j in range(i + 1))) for i in range(m)]
+    assert holm == pytest.approx(sorted(holm_adjust(p_values)))
+    above = sum(
+        all(
+            entry["low"] > 0.0
+            for block in r.result[key].values()
+            for name, entry in block.items()
+            if name in ("agent_minus_control", "agent_minus_control_within_branch")
+        )
+        for r in runs
+    )
+    line = next(line for line in report.memory_control_family(committed) if "sampled" in line)
+    assert f"all {m} b - c tests" in line
+    assert f"smallest Holm p {report._p(min(holm))}" in line
+    assert f"{above} of {len(runs)}." in line
+    assert ("not shown at any k" in line) == (min(holm) >= report.SHOWN_AT)
