@@ -717,6 +717,36 @@ MUTATIONS = [
         "window MLPs trained together would all take the first model's minibatch order",
     ),
     Mutation(
+        "window-fits-read-the-first-models-targets",
+        "analysis/windows.py",
+        (
+            (
+                "offsets = (torch.arange(len(tasks)) * n)[:, None]",
+                "offsets = torch.zeros(len(tasks), 1, dtype=torch.long)",
+            ),
+        ),
+        (
+            "tests/analysis/test_window_batched_fit.py::"
+            "test_models_trained_together_equal_each_fitted_alone",
+        ),
+        "window MLPs trained together would all be fitted to the first model's targets",
+    ),
+    Mutation(
+        "fit-memo-key-ignores-seeds",
+        "analysis/windows.py",
+        (
+            (
+                "seeds = (task.init_seed, task.batch_seed, task.n_extra, extra)",
+                "seeds = (task.n_extra, extra)",
+            ),
+        ),
+        (
+            "tests/analysis/test_window_batched_fit.py::"
+            "test_a_memo_reads_a_fit_made_before_bit_for_bit_and_trains_only_the_rest",
+        ),
+        "a memo would hand a fit of other initial weights or minibatches to a new fit",
+    ),
+    Mutation(
         "history-worth-strict-reach",
         "analysis/windows.py",
         (("get(row.window).value >= agent.value", "get(row.window).value > agent.value"),),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rl_harness.analysis import (
+    FitMemo,
     ProbeSettings,
     WindowRegressor,
     branch_ids,
@@ -137,3 +138,55 @@ def test_holm_and_the_bootstrap_p_value_on_known_families():
         holm_adjust([1.5])
     assert bootstrap_p_greater(np.array([0.1, 0.2, -0.1, 0.0])) == pytest.approx(3 / 5)
     assert bootstrap_p_greater(np.array([np.nan])) is None
+
+
+def test_a_memo_shared_with_the_windows_reads_a_and_changes_no_number(process, belief_table):
+    # The analysis shares one FitMemo between the baseline windows and the incremental test
+    # on the same data (issue 53 item 2): each k's window alone (a) is read, not trained
+    # again, and the whole table is the one computed without the memo, bit for bit.
+    inputs, beliefs, history, agent, branches = process
+    noise = np.random.default_rng(9).normal(size=(*beliefs.shape[:2], 4))
+    memo = FitMemo()
+    windows = compare_with_windows(
+        agent,
+        inputs,
+        beliefs,
+        ks=[1, 2],
+        history=history,
+        branchings=branches,
+        regressor=FAST,
+        memo=memo,
+    )
+    assert len(memo) == 2 and memo.reads == 0
+    shared = incremental_r2(
+        agent,
+        inputs,
+        beliefs,
+        representation=beliefs,
+        control=noise,
+        ks=[1, 2],
+        history=history,
+        branchings=branches,
+        regressor=FAST,
+        memo=memo,
+    )
+    assert memo.reads == 2  # (a) of k = 1 and 2; (b) and (c) trained
+    assert len(memo) == 2 + 4
+    assert shared.to_dict() == belief_table.to_dict()
+    assert shared.rows[0].window.to_dict() == windows.rows[0].window.to_dict()
+    # Another control changes (c) only: (a) and (b) are read from the memo, (c) is trained.
+    other = incremental_r2(
+        agent,
+        inputs,
+        beliefs,
+        representation=beliefs,
+        control=np.random.default_rng(10).normal(size=noise.shape),  # another noise
+        ks=[1],
+        history=history,
+        branchings=branches,
+        regressor=FAST,
+        memo=memo,
+    )
+    assert memo.reads == 2 + 2
+    assert other.rows[0].agent.to_dict() == belief_table.rows[0].agent.to_dict()
+    assert other.rows[0].control.to_dict() != belief_table.rows[0].control.to_dict()

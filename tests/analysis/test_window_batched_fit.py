@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import torch
 
-from rl_harness.analysis.windows import FitTask, WindowRegressor, fit_predict_many
+from rl_harness.analysis.windows import FitMemo, FitTask, WindowRegressor, fit_predict_many
 
 REGRESSOR = WindowRegressor(hidden=(16, 12), epochs=6, batch_size=64, learning_rate=5e-3)
 TOLERANCE = dict(rtol=2e-4, atol=2e-5)
@@ -129,3 +130,28 @@ def test_fits_of_different_train_sizes_are_refused():
         assert "equal train steps" in str(error)
     else:
         raise AssertionError("fits with different train sizes were trained together")
+
+
+def test_a_memo_reads_a_fit_made_before_bit_for_bit_and_trains_only_the_rest():
+    memo = FitMemo()
+    first = fit_predict_many(tasks()[:2], REGRESSOR, memo)
+    assert len(memo) == 2 and memo.reads == 0
+    # The same two asked again beside a new one: both read, only the third trained.
+    again = fit_predict_many(tasks(), REGRESSOR, memo)
+    assert memo.reads == 2 and len(memo) == 3
+    plain = fit_predict_many(tasks(), REGRESSOR)
+    for index in range(3):
+        for side in (0, 1):
+            np.testing.assert_array_equal(again[index][side], plain[index][side])
+    assert again[0][1] is first[0][1]  # read, not refitted
+    with pytest.raises(ValueError, match="read-only"):
+        again[0][1][0, 0] = 1.0  # shared by every caller: nobody writes into it
+    # Any change of content is another fit: data, a seed, the regressor.
+    changed = dataclasses.replace(tasks()[0], y_train=tasks()[0].y_train + 1e-9)
+    fit_predict_many([changed], REGRESSOR, memo)
+    fit_predict_many([dataclasses.replace(tasks()[0], init_seed=5)], REGRESSOR, memo)
+    fit_predict_many(tasks()[:1], dataclasses.replace(REGRESSOR, epochs=2), memo)
+    assert memo.reads == 2 and len(memo) == 6
+    # A fit without extra columns is the same fit whatever its (unused) extra seed.
+    fit_predict_many([dataclasses.replace(tasks()[0], extra_seed=77)], REGRESSOR, memo)
+    assert memo.reads == 3

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from experiments.mess3_belief_geometry import analysis, controls, probing
+from experiments.mess3_belief_geometry import analysis, controls, incremental, probing
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
 from rl_harness import RunContext
-from rl_harness.analysis import load_module
+from rl_harness.analysis import load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
 from tests.study.test_belief_geometry_controls import _finished_run, _module
 
@@ -100,6 +100,25 @@ def test_shared_rollouts_replays_and_windows_give_what_each_stage_computes_alone
         env.close()
         greedy = controls.data_set("agent_greedy", module, settings, PLAN)
         torch.set_num_threads(2)
+        # The incremental test alone, without the analysis' FitMemo (issue 53 item 2: its
+        # windows alone (a) were read from the controls' fits there, not trained again).
+        layout = make_env(1).layout
+        probe = incremental.agent_probe(greedy, layout, PLAN, SEED)
+        branching = controls.action_branching(
+            greedy.observations[..., layout.tokens],
+            greedy.observations[..., layout.actions],
+            probe.train_episodes,
+            probe.test_episodes,
+        )
+        incremental_alone = incremental.measure(
+            greedy,
+            replay_rollouts(control, greedy, steps_per_call=probing.REPLAY_STEPS),
+            agent=probe,
+            branchings=branching.labels,
+            layout=layout,
+            plan=PLAN,
+            say=lambda message: None,
+        )
         alone = controls.controls_by_data(
             module,
             control,
@@ -125,6 +144,10 @@ def test_shared_rollouts_replays_and_windows_give_what_each_stage_computes_alone
     for key in ("scores", "windows", "action_branching"):
         assert by_data["agent_greedy"][key] == record[key], key
     assert by_data["agent_greedy"]["best_window_k"] == record["differences"]["best_window_k"]
+    # The incremental record with its windows alone read from the controls' fits is the
+    # test computed alone, every number bit for bit.
+    dumped = json.dumps(record[incremental.KEY], sort_keys=True)
+    assert dumped == json.dumps(incremental_alone, sort_keys=True)
     # The agent's residuals from one replay: the last is the probed representation; the
     # yardstick reads the same agent probe.
     # Replayed 64 steps per call: equal to rounding, which this tiny probe (384 train steps

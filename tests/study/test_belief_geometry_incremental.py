@@ -12,7 +12,7 @@ import pytest
 from experiments.mess3_belief_geometry import controls, incremental, probing
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
-from rl_harness.analysis import replay_rollouts
+from rl_harness.analysis import FitMemo, replay_rollouts
 from rl_harness.seeding import stream_seed
 from tests.study.test_belief_geometry_controls import PLAN, SEED, _module, _settings
 
@@ -31,15 +31,43 @@ def test_the_stage_writes_the_record_and_its_headline():
         probe.train_episodes,
         probe.test_episodes,
     )
+    untrained = replay_rollouts(control, greedy, steps_per_call=probing.REPLAY_STEPS)
     record = incremental.measure(
         greedy,
-        replay_rollouts(control, greedy, steps_per_call=probing.REPLAY_STEPS),
+        untrained,
         agent=probe,
         branchings=branching.labels,
         layout=layout,
         plan=PLAN,
         say=lambda message: None,
     )
+    # As the analysis runs it (issue 53 item 2): the controls' window fits kept in a memo,
+    # the incremental test reads its windows alone (a) from it: one fit per k not trained
+    # again, the record the same bit for bit.
+    memo = FitMemo()
+    controls.score_on(
+        greedy,
+        untrained,
+        layout=layout,
+        plan=PLAN,
+        seed=SEED,
+        data="agent_greedy",
+        say=lambda message: None,
+        agent=probe,
+        memo=memo,
+    )
+    shared = incremental.measure(
+        greedy,
+        untrained,
+        agent=probe,
+        branchings=branching.labels,
+        layout=layout,
+        plan=PLAN,
+        say=lambda message: None,
+        memo=memo,
+    )
+    assert memo.reads == PLAN.window_k_max
+    assert json.dumps(shared, sort_keys=True) == json.dumps(record, sort_keys=True)
     record = json.loads(json.dumps(record))  # as probe_metrics.json holds it
     assert record["n_episodes"] == PLAN.probe_episodes
     assert record["branchings"] == [probing.TOKEN_BRANCHES, probing.ACTION_BRANCHES]

@@ -158,6 +158,7 @@ if TYPE_CHECKING:
     )
     from rl_harness.analysis.stages import AnalysisStage, StageError, run_stages
     from rl_harness.analysis.windows import (
+        FitMemo,
         WindowRegressor,
         WindowTable,
         compare_with_windows,
@@ -227,6 +228,7 @@ _EXPORTS = {
     "replay_rollouts": "rl_harness.analysis.replay",
     "replay_rollouts_named": "rl_harness.analysis.replay",
     "residual_representations": "rl_harness.analysis.replay",
+    "FitMemo": "rl_harness.analysis.windows",
     "WindowRegressor": "rl_harness.analysis.windows",
     "WindowTable": "rl_harness.analysis.windows",
     "compare_with_windows": "rl_harness.analysis.windows",
@@ -303,6 +305,7 @@ __all__ = [
     "DEFAULT_MODULE_ID",
     "EncoderAPI",
     "Estimate",
+    "FitMemo",
     "HeldOutScores",
     "IncrementalR2",
     "IncrementalRow",

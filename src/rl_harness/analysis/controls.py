@@ -40,6 +40,7 @@ from rl_harness.analysis.probes.settings import ProbeSettings
 from rl_harness.analysis.probes.windows import quantile_bins
 from rl_harness.analysis.windows import DEFAULT_STREAM as WINDOW_STREAM
 from rl_harness.analysis.windows import (
+    FitMemo,
     WindowComparison,
     WindowRegressor,
     WindowTable,
@@ -196,6 +197,7 @@ def score_controls(
     regressor: WindowRegressor | None = None,
     progress: Progress | None = None,
     agent: ProbeEvaluation | None = None,
+    memo: FitMemo | None = None,
 ) -> ControlScores:
     """The agent (`rollouts.representations`) against its controls, from one collection of
     `rollouts` (see the module docstring). `control_features` are the control module's
@@ -205,7 +207,10 @@ def score_controls(
     branchings; `ks` the window lengths; `incremental` adds the incremental test over the
     same windows; `regressor` is every window MLP's (default `WindowRegressor()`). `agent`:
     the agent's probe already evaluated on these rollouts under `settings` (its permutation
-    nulls aside, which no control reads), used as it is instead of fitted again."""
+    nulls aside, which no control reads), used as it is instead of fitted again. `memo`
+    (`FitMemo`) keeps every window MLP fitted here for later calls on the same data (the
+    incremental test's windows alone are the windows on tokens and actions); with
+    `incremental` and no `memo`, one of its own shares those fits within this call."""
     if settings.branch_depth is None or settings.branch_depth < 1:
         raise ValueError("score_controls needs settings.branch_depth >= 1 (the branchings)")
     if agent is not None:
@@ -218,6 +223,8 @@ def score_controls(
     observations = rollouts.observations
     token_part = observations[..., tokens]
     say = progress or (lambda message: None)
+    if memo is None and incremental:
+        memo = FitMemo()
 
     def probe(features: np.ndarray) -> ProbeEvaluation:
         return evaluate_probe(
@@ -264,6 +271,7 @@ def score_controls(
         history=history(window_parts),
         branchings=branching.labels,
         regressor=regressor,
+        memo=memo,
     )
     tokens_windows = None
     if tokens_only:
@@ -276,6 +284,7 @@ def score_controls(
             branchings=branching.labels,
             stream=TOKENS_ONLY_STREAM,
             regressor=regressor,
+            memo=memo,
         )
     by_tokens = token_branching(settings.branch_depth)
     best = best_window(windows, by_tokens)
@@ -306,6 +315,7 @@ def score_controls(
             branchings=branching.labels,
             regressor=regressor,
             progress=progress,
+            memo=memo,
         )
     return ControlScores(
         agent=agent,

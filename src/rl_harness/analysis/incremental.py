@@ -47,7 +47,13 @@ from rl_harness.analysis.probes.bootstrap import Estimate, estimates
 from rl_harness.analysis.probes.multiple import bootstrap_p_greater, holm_adjust
 from rl_harness.analysis.probes.paired import HeldOutScores, r2_samples
 from rl_harness.analysis.probes.windows import window_features
-from rl_harness.analysis.windows import DEFAULT_STREAM, FitTask, WindowRegressor, fit_predict_many
+from rl_harness.analysis.windows import (
+    DEFAULT_STREAM,
+    FitMemo,
+    FitTask,
+    WindowRegressor,
+    fit_predict_many,
+)
 from rl_harness.seeding import stream_seed
 
 if TYPE_CHECKING:
@@ -248,6 +254,7 @@ def incremental_r2(
     stream: Sequence[str] = DEFAULT_STREAM,
     n_folds: int = N_FOLDS,
     progress: Progress | None = None,
+    memo: FitMemo | None = None,
 ) -> IncrementalR2:
     """The incremental test on the split and resamples of the agent's probe `agent`.
 
@@ -257,6 +264,9 @@ def incremental_r2(
     probe's targets, `representation` (E, T, d) the agent's, `control` (E, T, d') the
     control's on the same inputs (None: no (c)), `branchings` {name: (E, T) labels} the
     branches to score within. `seed` defaults to the probe's; its ridge is the read-out's.
+    `memo` (`FitMemo`): fits made before are read, not trained again; the window alone (a)
+    is `compare_with_windows`' fit of the same k on the same inputs, so a memo shared with
+    the baseline windows saves one fit per k (bit for bit the same numbers).
     """
     common = agent.scoring(branchings)
     seed = agent.settings.seed if seed is None else int(seed)
@@ -290,8 +300,12 @@ def incremental_r2(
         progress(
             f"incremental R²: {len(tasks)} window MLPs (k = {plans[0][0]}..{plans[-1][0]}, "
             "alone and with read-outs) trained together"
+            + ("" if memo is None else " (those fitted before read from the memo)")
         )
-    fitted = [pred for _, pred in fit_predict_many(tasks, regressor)]
+    reads = 0 if memo is None else memo.reads
+    fitted = [pred for _, pred in fit_predict_many(tasks, regressor, memo)]
+    if progress is not None and memo is not None:
+        progress(f"incremental R²: {memo.reads - reads} of {len(tasks)} fits read, not trained")
     held_shape = y[test].shape
     rows = []
     for k, n_inputs, columns, slots in plans:

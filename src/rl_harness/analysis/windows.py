@@ -23,6 +23,7 @@ agent's representation is worth (`history_worth`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,67 @@ def _initial_weights(
     return out
 
 
+class FitMemo:
+    """Fits already made, by content: `fit_predict_many(..., memo=)` reads a fit asked for
+    again (the same data, seeds and regressor) instead of training it again.
+
+    One analysis fits some models twice: the incremental test's window alone (a) is the
+    baseline window of the same k on the same inputs and streams (`compare_with_windows`).
+    A model's numbers do not depend on which others share its loop (bit for bit:
+    tests/analysis/test_window_batched_fit.py), so the read fit is the refit's, bit for bit.
+    The key is a hash of every array (dtype, shape, bytes), the seeds and the regressor;
+    the predictions are kept read-only (about 3 MB per fit at the CPU budget): make one per
+    analysis and drop it after."""
+
+    def __init__(self) -> None:
+        self._fits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.reads = 0  # fits read instead of trained
+
+    def __len__(self) -> int:
+        return len(self._fits)
+
+    @staticmethod
+    def key(task: FitTask, regressor: WindowRegressor) -> str:
+        digest = hashlib.blake2b(digest_size=32)
+        for values in (task.x_train, task.y_train, task.x_test):
+            array = np.ascontiguousarray(values)
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(array.tobytes())
+        # The extra columns' seed draws nothing when there are none.
+        extra = task.extra_seed if task.n_extra else None
+        seeds = (task.init_seed, task.batch_seed, task.n_extra, extra)
+        digest.update(repr((seeds, asdict(regressor))).encode())
+        return digest.hexdigest()
+
+    def get(self, key: str) -> tuple[np.ndarray, np.ndarray] | None:
+        return self._fits.get(key)
+
+    def put(self, key: str, fit: tuple[np.ndarray, np.ndarray]) -> None:
+        for values in fit:
+            values.setflags(write=False)  # shared by every caller that reads it
+        self._fits[key] = fit
+
+
 def fit_predict_many(
+    tasks: Sequence[FitTask], regressor: WindowRegressor, memo: FitMemo | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(train predictions, test predictions)] of one MLP per task, all trained together;
+    with `memo`, a task fitted before (same content) is read from it and only the others
+    are trained (`FitMemo`), and every new fit is kept there."""
+    if memo is None:
+        return _train_together(tasks, regressor)
+    keys = [FitMemo.key(task, regressor) for task in tasks]
+    known = [memo.get(key) for key in keys]
+    missing = [index for index, fit in enumerate(known) if fit is None]
+    trained = _train_together([tasks[index] for index in missing], regressor)
+    for index, fit in zip(missing, trained, strict=True):
+        memo.put(keys[index], fit)
+        known[index] = fit
+    memo.reads += len(tasks) - len(missing)
+    return [fit for fit in known if fit is not None]
+
+
+def _train_together(
     tasks: Sequence[FitTask], regressor: WindowRegressor
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """[(train predictions, test predictions)] of one MLP per task, all trained together.
@@ -168,13 +229,17 @@ def fit_predict_many(
     optimizer = torch.optim.Adam(params, lr=regressor.learning_rate)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, regressor.epochs * per_epoch)
     generators = [torch.Generator().manual_seed(task.batch_seed) for task in tasks]
-    models = torch.arange(len(tasks))[:, None]
+    # Rows are gathered with index_select (the same values as x[rows], a quarter of its time
+    # at these sizes); the targets of model m are rows m * n + i of the flattened stack.
+    flat_ys = ys.reshape(-1, n_out)
+    offsets = (torch.arange(len(tasks)) * n)[:, None]
     for _ in range(regressor.epochs):
         orders = torch.stack([torch.randperm(n, generator=g) for g in generators])
         for step in range(per_epoch):
             picked = orders[:, step * batch : (step + 1) * batch]  # (M, B): each its own rows
-            inputs = [x[rows] for x, rows in zip(xs, picked, strict=True)]
-            error = forward(inputs) - ys[models, picked]
+            inputs = [torch.index_select(x, 0, rows) for x, rows in zip(xs, picked, strict=True)]
+            targets = torch.index_select(flat_ys, 0, (picked + offsets).reshape(-1))
+            error = forward(inputs) - targets.reshape(picked.shape[0], picked.shape[1], n_out)
             loss = (error**2).mean(dim=(1, 2)).sum()  # each model's own mean, summed
             optimizer.zero_grad()
             torch.autograd.backward(loss)  # loss.backward(), which torch leaves unannotated
@@ -221,10 +286,11 @@ def fit_window_baselines(
     regressor: WindowRegressor | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
     progress: Progress | None = None,
+    memo: FitMemo | None = None,
 ) -> list[WindowFit]:
     """For each k in `ks`: an MLP from the last k steps of `sequence` (E, T, m) (with
     `history` (E, W, m) before it) to `targets` (E, T, n), fitted on the `train` episodes,
-    predicting the `test` episodes."""
+    predicting the `test` episodes (`memo`: fits made before are read, `FitMemo`)."""
     regressor = regressor or WindowRegressor()
     y = np.asarray(targets, dtype=np.float64)
     seq = np.asarray(sequence, dtype=np.float64)
@@ -251,7 +317,7 @@ def fit_window_baselines(
     sst = ((y_train - y_train.mean(axis=0)) ** 2).sum()
     fits = []
     for (k, values), (train_pred, test_pred) in zip(
-        features, fit_predict_many(tasks, regressor), strict=True
+        features, fit_predict_many(tasks, regressor, memo), strict=True
     ):
         width = values.shape[2]
         train_r2 = float(1.0 - ((y_train - train_pred) ** 2).sum() / sst) if sst > 0 else np.nan
@@ -361,13 +427,14 @@ def compare_with_windows(
     regressor: WindowRegressor | None = None,
     stream: Sequence[str] = DEFAULT_STREAM,
     progress: Progress | None = None,
+    memo: FitMemo | None = None,
 ) -> WindowTable:
     """Baseline windows k in `ks` against the agent's probe `agent` (its split, its test
     predictions and its bootstrap resamples; `seed` defaults to its `ProbeSettings.seed`).
     `sequence` (E, T, m) is the window's input for all episodes (never the target itself:
     for an env that shows the belief, pass only the token and action parts), `targets`
     (E, T, n) the probe's targets, `branchings` {name: (E, T) labels} the branches to score
-    within."""
+    within; `memo` keeps the fits for a later call that asks for the same (`FitMemo`)."""
     common = agent.scoring(branchings)
     seed = agent.settings.seed if seed is None else seed
     y = np.asarray(targets, dtype=np.float64)
@@ -386,6 +453,7 @@ def compare_with_windows(
         regressor=regressor,
         stream=stream,
         progress=progress,
+        memo=memo,
     )
     rows = [
         WindowComparison(

@@ -100,6 +100,7 @@ from rl_harness import (
 )
 from rl_harness.analysis import (
     AnalysisStage,
+    FitMemo,
     Rollouts,
     RunArtifacts,
     collect_rollouts,
@@ -374,6 +375,9 @@ def _analyze(
     # score is on the agent's held-out steps and its bootstrap resamples; the best window has
     # the highest within-branch R² (chosen on held-out steps: it can only flatter the window).
     ks = list(range(1, plan.window_k_max + 1))
+    # The window fits on the greedy data, kept for the incremental test: its windows alone
+    # (a) are these windows on tokens and actions (same inputs, seeds: read, not refitted).
+    greedy_fits = FitMemo()
     with clock.stage("controls", f"untrained, observation, windows k = {ks[0]}..{ks[-1]}"):
         scored = controls.score_on(
             greedy,
@@ -384,6 +388,7 @@ def _analyze(
             data="agent_greedy",
             say=say,
             agent=agent,
+            memo=greedy_fits,
         )
     branching = scored.branching
     branchings = branching.labels
@@ -407,7 +412,9 @@ def _analyze(
             layout=layout,
             plan=plan,
             say=say,
+            memo=greedy_fits,
         )
+    del greedy_fits  # its predictions (~3 MB per fit) are read by nothing later
 
     # The same test on the sampled rollouts: the policy the agent trained and is scored with
     # (at the memory point its greedy policy earns a fraction of its sampled one).

@@ -53,6 +53,7 @@ import numpy as np
 from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness.analysis import (
+    FitMemo,
     ProbeEvaluation,
     ProbeSettings,
     Rollouts,
@@ -101,11 +102,13 @@ def score_on(
     data: str,
     say: Any = print,
     agent: ProbeEvaluation | None = None,
+    memo: FitMemo | None = None,
 ) -> ControlScores:
     """Every control on one data set (the library's `score_controls` with the study's probe
     settings), scored on its own held-out episodes and resamples (the agent probe's split
     there). `agent`: the agent's probe already evaluated on `rollouts` under these settings
-    (the in-run analysis' own, with its permutation nulls): read, not fitted again."""
+    (the in-run analysis' own, with its permutation nulls): read, not fitted again. `memo`
+    keeps the window fits for the incremental test on the same data (`FitMemo`)."""
     return score_controls(
         rollouts,
         untrained_features,
@@ -117,6 +120,7 @@ def score_on(
         n_bins=ACTION_BINS,
         agent=agent,
         progress=lambda message: say(f"{data}: {message}"),
+        memo=memo,
     )
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from experiments.mess3_belief_geometry import controls, probing
 from rl_harness.analysis import (
+    FitMemo,
     ProbeEvaluation,
     Rollouts,
     evaluate_probe,
@@ -77,10 +78,12 @@ def measure(
     plan: Any,
     say: Any = print,
     data: str = DATA,
+    memo: FitMemo | None = None,
 ) -> dict[str, Any]:
     """The `incremental_r2` record on the agent's `rollouts` (greedy unless `data` says
     otherwise; its probe `agent`, the branchings {name: (E, T) labels}) with the untrained
-    module's replayed features."""
+    module's replayed features; `memo`: the controls' window fits on the same rollouts, whose
+    windows alone are (a) (read, not trained again: the same numbers bit for bit)."""
     parts = np.r_[layout.tokens, layout.actions]  # what the agent read, never the belief
     ks = list(range(1, plan.window_k_max + 1))
     say(f"incremental R²: windows k = 1..{ks[-1]} alone, with the agent's, with the untrained's")
@@ -94,6 +97,7 @@ def measure(
         history=rollouts.warmup_observations[..., parts],
         branchings=branchings,
         progress=say,
+        memo=memo,
     )
     return {
         "schema_version": INCREMENTAL_SCHEMA_VERSION,
