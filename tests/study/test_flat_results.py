@@ -150,3 +150,22 @@ def test_compare_reads_the_same_values_before_and_after_the_named_form(tmp_path)
         assert [(e.run_id, e.values) for e in old.runs] == [(e.run_id, e.values) for e in new.runs]
         assert any(v is not None for e in new.runs for v in e.values.values())
         shutil.rmtree(before), shutil.rmtree(after)
+
+
+@pytest.mark.parametrize(
+    "run",
+    _runs(*BELIEF_LEAVES, "mess3_token_guess/ppo", "mess3_token_guess/supervised"),
+    ids=lambda p: p.name,
+)
+def test_summary_receives_the_iterations_run_algorithm_returned(run):
+    """`summary(iterations, record)` is given probe_metrics.json's `training_iterations` (the
+    last metrics.jsonl row's); the old `summary(RunResult)` read `RunResult.iterations`
+    (`algo.iteration`, summary.json's `iterations`): on every committed run they are one
+    number, and result.json recorded it."""
+    record = json.loads((run / "probe_metrics.json").read_text())
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+    returned = json.loads((run / "summary.json").read_text())["iterations"]
+    given = record["training_iterations"]
+    assert (
+        given == rows[-1]["training_iteration"] == returned == read_results(run).value("iterations")
+    )
