@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         learner_key,
     )
     from rl_harness.harness.recipe import Recipe
+    from rl_harness.harness.results import Metric, MetricNotFound, Results, read_results
     from rl_harness.harness.runners import RunResult, TuneRunResult, run_algorithm, run_tune
 
 # Public name -> (module, attribute in that module).
@@ -34,6 +35,11 @@ _EXPORTS = {
     # What a leaf declares once, as RECIPE = Recipe(run=run, budgets=..., default=..., headline=...)
     "Recipe": ("rl_harness.harness.recipe", "Recipe"),
     "RunContext": ("rl_harness.harness.context", "RunContext"),
+    # A run's headline numbers, named once (result.json), and reading them back by name.
+    "Results": ("rl_harness.harness.results", "Results"),
+    "Metric": ("rl_harness.harness.results", "Metric"),
+    "MetricNotFound": ("rl_harness.harness.results", "MetricNotFound"),
+    "read_results": ("rl_harness.harness.results", "read_results"),
     "make_context": ("rl_harness.harness.context", "make_context"),
     # A recipe run from a notebook or script, recorded exactly as `rl-harness TARGET` does.
     "train": ("rl_harness.harness.lifecycle", "train"),
@@ -65,8 +71,11 @@ __all__ = [
     "HardwarePlan",
     "ITERATION_KEY",
     "LENGTH_KEY",
+    "Metric",
+    "MetricNotFound",
     "RETURN_KEY",
     "Recipe",
+    "Results",
     "RunContext",
     "RunResult",
     "TrainedRun",
@@ -76,6 +85,7 @@ __all__ = [
     "learner_key",
     "load_manifest",
     "make_context",
+    "read_results",
     "run_algorithm",
     "run_tune",
     "train",

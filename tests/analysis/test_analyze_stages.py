@@ -69,7 +69,7 @@ def run(context):
     return dict(run_stages(context, ANALYSIS_STAGES)["double"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)
 """
 )
 
@@ -113,7 +113,7 @@ def run(context):
     return dict(run_stages(context, ANALYSIS_STAGES)["iterations"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)
 """
 
 
@@ -209,7 +209,7 @@ def test_bad_input_is_one_error_line(study: Path, capsys) -> None:
     bare = study / "bare"
     bare.mkdir()
     (bare / "experiment.py").write_text("def run(context):\n    return {}\n")
-    assert "declares no ANALYSIS_STAGES" in error(str(bare / "experiment.py"))
+    assert "declares no analysis stages in RECIPE" in error(str(bare / "experiment.py"))
 
 
 def test_checkpoints_are_inputs_and_a_run_without_its_artifacts_is_refused(

@@ -152,7 +152,9 @@ def test_compare_cli_table_json_and_files(study, tmp_path, capsys):
     assert image.shape[1] > 1.3 * image.shape[0]  # two panels side by side, the legend below
 
     assert main(["compare", str(folder), "--metric", "nope"]) == 2
-    assert error_line(capsys) == "rl-harness: error: no run has the metric(s) nope"
+    assert error_line(capsys) == (
+        "rl-harness: error: no run has the metric(s) nope; the runs' result.json metrics: shift"
+    )
     assert main(["compare", str(tmp_path / "missing")]) == 2
     assert "no such folder" in error_line(capsys)
 

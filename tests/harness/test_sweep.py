@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_harness import read_results
 from rl_harness.cli import main
 from tests.tools.helpers import manifest, run_dirs, write_leaf
 
@@ -140,7 +141,7 @@ def test_sweep_of_the_cartpole_smoke_recipe_on_local_ray(git_repo, tmp_path, cap
         assert record["status"] == "completed", record.get("error")
         for name in ("config.json", "metrics.jsonl", "summary.json", "result.json"):
             assert (folder / name).is_file(), name
-        assert json.loads((folder / "result.json").read_text())["iterations"] == 2
+        assert read_results(folder).value("iterations") == 2  # named metrics
         assert (artifacts / record["run_id"] / "ray_logs").is_dir()  # its own Ray
     assert sorted(r["status"] for r in records if r["seed"] in (0, 1)) == [
         "completed",

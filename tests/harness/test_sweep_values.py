@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_harness import read_results
 from rl_harness.cli import main
 from rl_harness.harness.sweep import SweepError, plan_arms, split_top_level
 from tests.tools.helpers import manifest, run_dirs, write_leaf
@@ -202,7 +203,7 @@ def test_a_value_sweep_of_the_cartpole_smoke_recipe_trains_what_it_records(tmp_p
         ]
         rows = (folder / "metrics.jsonl").read_text().splitlines()
         assert len(rows) == iterations  # trained what the record says
-        assert json.loads((folder / "result.json").read_text())["iterations"] == iterations
+        assert read_results(folder).value("iterations") == iterations  # named metrics
     capsys.readouterr()
     # The arms side by side, as the sweep's last line says.
     group = ["--group-by", "budget.settings.iterations"]

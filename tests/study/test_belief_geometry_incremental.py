@@ -77,14 +77,13 @@ def test_the_stage_writes_the_record_and_its_headline():
     assert [row["n_inputs"] for row in table["rows"]] == [6 * k for k in table["ks"]]
     top = incremental.headline(record)
     for index, k in enumerate(table["ks"]):
-        row, line = table["rows"][index], top[f"k{k}"]
-        b_minus_a = line["agent_increment"]["value"]
-        assert b_minus_a == pytest.approx(line["r2_agent"] - line["r2_window"])
-        assert line["agent_minus_control"]["value"] == pytest.approx(
-            line["r2_agent"] - line["r2_control"]
-        )
+        row, line = table["rows"][index], (lambda name, k=k: top.value(f"k{k}/{name}"))
+        b_minus_a = line("agent_increment")
+        assert b_minus_a == pytest.approx(line("r2_agent") - line("r2_window"))
+        assert line("agent_minus_control") == pytest.approx(line("r2_agent") - line("r2_control"))
+        assert top[f"k{k}/agent_increment"].low == row["agent_increment"]["r2_pooled"]["low"]
         holm = table["p_values_holm"]["agent_increment"]["global"]
-        assert line["agent_increment_p_holm"] == holm[index]
+        assert line("agent_increment_p_holm") == holm[index]
         assert row["p_values"]["agent_increment"]["global"] <= holm[index]
 
 

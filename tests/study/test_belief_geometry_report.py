@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from experiments.mess3_belief_geometry import report
 
+from rl_harness import Results, read_results
 from rl_harness.analysis import holm_adjust, render_blocks
 
 MEMORY_FIXTURES = Path(__file__).parent / "fixtures" / "mess3_belief_geometry_memory"
@@ -228,12 +229,13 @@ def test_the_memory_incremental_tables_are_the_records(memory_runs) -> None:
 def _planted_arm(run: report.StudyRun, arm: str, delta: float) -> report.StudyRun:
     """A copy of a real record as `arm`, every shared-data score moved by `delta` (a known
     paired difference), its own rollouts' score moved by 10 (which must not enter)."""
-    controls = json.loads(json.dumps(run.result["controls_by_data"]))
-    for data, block in controls.items():
+    metrics = dict(run.result.metrics)
+    for data in report.DATA_SETS:
         for key in ("agent_r2_within_branch", "agent_minus_untrained_within_branch"):
-            block[key] += 10.0 if data == "agent_greedy" else delta
-    result = dict(run.result) | {"controls_by_data": controls}
-    return dataclasses.replace(run, arm=arm, result=result)
+            metric = metrics[f"controls_by_data/{data}/{key}"]
+            moved = metric.value + (10.0 if data == "agent_greedy" else delta)
+            metrics[f"controls_by_data/{data}/{key}"] = dataclasses.replace(metric, value=moved)
+    return dataclasses.replace(run, arm=arm, result=Results(metrics))
 
 
 def test_the_arms_are_compared_on_shared_data_only(memory_runs) -> None:
@@ -273,11 +275,11 @@ def test_the_arms_are_compared_on_shared_data_only(memory_runs) -> None:
 def _shifted(run: report.StudyRun, shift: float, seed: int) -> report.StudyRun:
     """The run as seed `seed` with every b - a set to `shift` plus a little (a planted,
     consistent effect the line must report; two such copies make a testable pair)."""
-    headline = json.loads(json.dumps(run.result["incremental_r2"]))
-    for block in headline.values():
-        block["agent_increment"]["value"] = shift * (1 + 0.1 * seed)
-    result = dict(run.result) | {"incremental_r2": headline}
-    return dataclasses.replace(run, seed=seed, result=result)
+    metrics = dict(run.result.metrics)
+    for k in report.incremental_ks(run.result):
+        name = f"incremental_r2/k{k}/agent_increment"
+        metrics[name] = dataclasses.replace(metrics[name], value=shift * (1 + 0.1 * seed))
+    return dataclasses.replace(run, seed=seed, result=Results(metrics))
 
 
 def test_what_is_not_shown_is_computed_from_the_table(memory_runs) -> None:
@@ -334,10 +336,11 @@ def test_the_synthesis_reads_the_memory_point_against_its_own_solver_values(tmp_
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     out = tmp_path / "synthesis" / "results" / "synthesis"
-    result = json.loads((out / "result.json").read_text())
-    assert list(result["points"]) == ["memory"]  # no flagship run in this root
+    result = read_results(out)
+    points = {name.split("/")[1] for name in result if name.startswith("points/")}
+    assert list(points) == ["memory"]  # no flagship run in this root
     values = json.loads(next(root.glob("*/results/*/solver_values.json")).read_text())
-    assert result["points"]["memory"]["solver_values"]["belief_mdp"] == values["belief_mdp"]
+    assert result.value("points/memory/solver_values/belief_mdp") == values["belief_mdp"]
     table = (out / "memory" / "study_table.md").read_text()
     assert f"| belief-MDP ceiling | {values['belief_mdp']:.4f} | yes |" in table
     assert "alpha 0.6" in table and "mixing 0.1" in table
@@ -418,7 +421,7 @@ def test_the_original_table_is_the_json_and_the_records(runs) -> None:
             for f in record["figures"]
             if f["arm"] == arm and isinstance(f["env_steps"], int) and f["env_steps"] > 10**7
         ]
-        ours = [run.result["env_steps"] for run in runs if run.arm == arm]
+        ours = [run.result.value("env_steps") for run in runs if run.arm == arm]
         row = next(
             line
             for line in table.splitlines()

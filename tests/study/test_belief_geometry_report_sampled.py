@@ -6,12 +6,12 @@ policies' return against the best stack-3 table with Holm over every arm and pol
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 from experiments.mess3_belief_geometry import incremental, report
 from scipy import stats
 
+from rl_harness import Metric, Results
 from rl_harness.analysis import holm_adjust
 from tests.study.test_belief_geometry_report import memory_runs  # noqa: F401 (fixture)
 
@@ -26,12 +26,19 @@ def _with_sampled(run: report.StudyRun, seed: int, shift: float) -> report.Study
     """The run as seed `seed`, with a sampled record: its greedy headline with every b - a
     moved by `shift` (so the sampled tables must differ from the greedy ones) and a sampled
     return of 0.70 + 0.01 * seed."""
-    sampled = json.loads(json.dumps(run.result[incremental.KEY]))
-    for block in sampled.values():
-        block["agent_increment"]["value"] += shift * (1 + 0.1 * seed)
-    returns = dict(run.result["return_per_step"]) | {"sampled": 0.70 + 0.01 * seed}
-    result = dict(run.result) | {incremental.KEY_SAMPLED: sampled, "return_per_step": returns}
-    return dataclasses.replace(run, seed=seed, result=result)
+    metrics = {
+        name: metric
+        for name, metric in run.result.items()
+        if not name.startswith(f"{incremental.KEY_SAMPLED}/") and name != "return_per_step/sampled"
+    }
+    for name, metric in run.result.items():  # the greedy headline, as the sampled one
+        if name.startswith(f"{incremental.KEY}/"):
+            sampled = incremental.KEY_SAMPLED + name.removeprefix(incremental.KEY)
+            if name.endswith("/agent_increment"):
+                metric = dataclasses.replace(metric, value=metric.value + shift * (1 + 0.1 * seed))
+            metrics[sampled] = metric
+    metrics["return_per_step/sampled"] = Metric(0.70 + 0.01 * seed)
+    return dataclasses.replace(run, seed=seed, result=Results(metrics))
 
 
 def test_sampled_tables_read_the_sampled_record(memory_runs) -> None:  # noqa: F811
@@ -40,11 +47,11 @@ def test_sampled_tables_read_the_sampled_record(memory_runs) -> None:  # noqa: F
     per_run = report.memory_incremental_runs_table(runs, key=report.INCREMENTAL_SAMPLED_KEY)
     greedy_per_run = report.memory_incremental_runs_table(runs)
     assert "held-out sampled episodes" in per_run and "held-out greedy episodes" in greedy_per_run
-    k1 = runs[1].result[incremental.KEY_SAMPLED]["k1"]["agent_increment"]["value"]
+    k1 = runs[1].result.value(f"{incremental.KEY_SAMPLED}/k1/agent_increment")
     assert f"| {base.arm} | 1 | 1 | global | " in per_run
     assert f"{k1:+.3f} [" in per_run and f"{k1:+.3f} [" not in greedy_per_run
     across = report.memory_incremental_seeds_table(runs, key=report.INCREMENTAL_SAMPLED_KEY)
-    values = [r.result[incremental.KEY_SAMPLED]["k1"]["agent_increment"]["value"] for r in runs]
+    values = [r.result.value(f"{incremental.KEY_SAMPLED}/k1/agent_increment") for r in runs]
     p = float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
     label = report.INCREMENT_QUANTITIES["agent_increment"]
     line = next(
@@ -54,9 +61,9 @@ def test_sampled_tables_read_the_sampled_record(memory_runs) -> None:  # noqa: F
     )
     assert f"{sum(values) / 3:+.3f} [" in line and f"| {report._p(p)} |" in line
     # No run with the sampled record: the table says so instead of printing an empty table.
-    without = {k: v for k, v in base.result.items() if k != incremental.KEY_SAMPLED}
+    without = {k: v for k, v in base.result.items() if not k.startswith(incremental.KEY_SAMPLED)}
     empty = report.memory_incremental_seeds_table(
-        [dataclasses.replace(base, result=without)], key=report.INCREMENTAL_SAMPLED_KEY
+        [dataclasses.replace(base, result=Results(without))], key=report.INCREMENTAL_SAMPLED_KEY
     )
     assert "| no run has `incremental_r2_sampled` |" in empty
 

@@ -15,6 +15,8 @@ import matplotlib.image
 import pytest
 from experiments.mess3_belief_geometry import analysis
 
+from rl_harness import Metric, Results, read_results
+from rl_harness.harness.results import is_named
 from tests.study.test_belief_geometry_configs import STUDY, TRAINING_LEAVES
 
 CLI = Path(sys.executable).with_name("rl-harness")
@@ -58,6 +60,15 @@ def study_runs(tmp_path_factory):
     return root, {leaf: smoke(target, root, leaf) for leaf, target in TRAINING_LEAVES.items()}
 
 
+def _group(result: Results, prefix: str) -> dict[str, float | None]:
+    """The values of the metrics named `prefix/...`, by the rest of their name."""
+    return {
+        name.removeprefix(f"{prefix}/"): metric.value
+        for name, metric in result.items()
+        if name.startswith(f"{prefix}/")
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("leaf", sorted(TRAINING_LEAVES))
 def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
@@ -66,9 +77,16 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["options"]["smoke"] is True
     metrics = json.loads((run_dir / "probe_metrics.json").read_text())
-    result = json.loads((run_dir / "result.json").read_text())
+    result = read_results(run_dir)  # the named metrics (rl_harness.Results)
+    assert is_named(json.loads((run_dir / "result.json").read_text()))
     solvers = json.loads((run_dir / "solver_values.json").read_text())
     assert metrics["recipe"] == leaf and metrics["env_steps"] == 512
+    # summary(iterations=) is given the last metrics row's iteration: what run_algorithm
+    # returned (algo.iteration, summary.json), which the old summary(RunResult) read.
+    rows = (run_dir / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(rows[-1])["training_iteration"]
+    returned = json.loads((run_dir / "summary.json").read_text())["iterations"]
+    assert metrics["training_iterations"] == last == returned == result.value("iterations")
     assert metrics["task"]["observation_delay"] == 1 and metrics["task"]["beta"] == 4.0
     assert metrics["task"]["decision_belief_in_observation"] is (leaf == "belief_observation")
     # The memory yardstick (issue 37): yardstick.json, its agent the analysis' agent probe.
@@ -93,7 +111,7 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     assert within_null["p_value_floor"] == pytest.approx(floor)
     assert within_null["statistic"].startswith("within_branch")
     assert floor - 1e-12 <= within_null["p_value"] <= 1.0
-    assert result["p_value_floor"] == pytest.approx(floor)
+    assert result.value("p_value_floor") == pytest.approx(floor)
     # Controls on the agent's own data: same held-out episodes, same resamples.
     assert metrics["schema_version"] == 2
     untrained = metrics["controls"]["untrained_module_probe"]
@@ -119,10 +137,14 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     assert set(windows["history_worth"]) == {"global", "tokens_2", "tokens_actions_2"}
     best = windows["windows"][differences["best_window_k"] - 1]
     assert differences["agent_minus_best_window"] == best["agent_minus_window"]
-    assert set(result["window_r2_within_branch"]) == {"k1", "k2"}
+    assert set(_group(result, "window_r2_within_branch")) == {"k1", "k2"}
+    # The probe's named metric keeps its interval.
+    within = metrics["probe"]["within_branch"]["r2_pooled"]
+    assert result["probe_r2_within_branch"] == Metric(**within)
     # Memory beyond a window (issue 52 item 1): (a) is the window baseline of the same k.
     incremental = metrics["incremental_r2"]["table"]
-    assert incremental["ks"] == [1, 2] and set(result["incremental_r2"]) == {"k1", "k2"}
+    assert incremental["ks"] == [1, 2]
+    assert {name.split("/")[0] for name in _group(result, "incremental_r2")} == {"k1", "k2"}
     for row, window in zip(incremental["rows"], windows["windows"], strict=True):
         assert row["window"] == window["window"]
     # Controls on data the agent did not choose (issue 37): the same blocks on its greedy
@@ -135,9 +157,11 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
         assert [row["k"] for row in block["tokens_only_windows"]["windows"]] == [1, 2]
         assert "branches_added_by_actions" in block["action_branching"]
     assert by_data["agent_greedy"]["agent_probe"]["r2_pooled"] == metrics["probe"]["r2_pooled"]
-    assert set(result["controls_by_data"]) == set(by_data["data"])
+    assert {name.split("/")[0] for name in _group(result, "controls_by_data")} == set(
+        by_data["data"]
+    )
     assert (
-        result["action_branches_added"]
+        result.value("action_branches_added")
         == (metrics["action_branching"]["branches_added_by_actions"])
     )
     # Every residual; the last is the probed representation (replayed 64 steps per call:
@@ -158,21 +182,21 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     # The analysis in timed stages, each announced (issue 53 item 2, issue 50 item 6).
     stages = [x for x in analysis.STAGES if x != "interventions" or "interventions" in metrics]
     assert list(metrics["timings"]["stages_s"]) == stages
-    assert result["analysis_timings"] == metrics["timings"]["stages_s"]
+    assert _group(result, "analysis_timings") == metrics["timings"]["stages_s"]
     assert training["n_episodes"] == 8
     # The solver values: the true ordering of the ceilings, in every record that cites them.
     values = [solvers[key] for key in REFERENCE_LABELS]
     assert values == sorted(values, reverse=True) and solvers["source"].startswith("rl_harness")
-    assert {k: result["solver_values"][k] for k in REFERENCE_LABELS} == {
+    assert {k: result.value(f"solver_values/{k}") for k in REFERENCE_LABELS} == {
         k: solvers[k] for k in REFERENCE_LABELS
     }
     # The plot's reference lines, read back from the drawn figure, are those values.
     assert metrics["learning_curve_references"] == {
         label: solvers[key] for key, label in REFERENCE_LABELS.items()
     }
-    returns = result["return_per_step"]
+    returns = _group(result, "return_per_step")
     assert -5.0 < returns["greedy"] <= 1.0 and -5.0 < returns["sampled"] <= 1.0
-    assert result["fraction_of_belief_mdp"]["greedy"] == pytest.approx(
+    assert result.value("fraction_of_belief_mdp/greedy") == pytest.approx(
         returns["greedy"] / solvers["belief_mdp"]
     )
     for name in ("belief_simplex.png", "learning_curve.png", "r2_over_training.png"):
@@ -180,15 +204,21 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     # Causal belief interventions (issue 30): reward_only and next_token_aux only.
     record_path = run_dir / "interventions.json"
     if leaf == "belief_observation":
-        assert not record_path.exists() and "interventions" not in result
+        assert not record_path.exists() and not _group(result, "interventions")
     else:
         record = json.loads(record_path.read_text())
         report = record["report"]
         assert record["recipe"] == leaf and report["layers"] == ["block_2", "final_norm"]
         assert set(report["modules"]) == {"agent", "control"} and report["n_test_episodes"] == 2
-        assert result["interventions"] == metrics["interventions"]
+        assert _group(result, "interventions") == {
+            f"{layer}/{edit}/{quantity}": value
+            for layer, edits in metrics["interventions"].items()
+            if layer != "file"
+            for edit, quantities in edits.items()
+            for quantity, value in quantities.items()
+        }
         corners = report["modules"]["agent"]["final_norm"]["edits"]["corners"]
-        headline = result["interventions"]["final_norm"]["corners"]
+        headline = _group(result, "interventions/final_norm/corners")
         assert headline["agent"] == corners["belief"]["fraction"]["value"]
         assert matplotlib.image.imread(run_dir / "interventions.png").shape[0] > 100
 
@@ -261,7 +291,7 @@ def test_analyze_reruns_the_in_run_analysis_to_the_same_values(study_runs):
     out = analyze()
     assert "stage analysis: current, skipped" in out
     assert "stage result: running (stale: inputs changed: probe_metrics.json)" in out
-    assert json.loads((run / "result.json").read_text())["analysis_wall_time_s"] == 0.5
+    assert read_results(run).value("analysis_wall_time_s") == 0.5
     out = analyze("--stage", "result", "--force")
     assert "stage result: running (forced)" in out and "stage analysis" not in out
 
@@ -275,16 +305,15 @@ def test_synthesis_smoke_compares_the_arms(study_runs):
         "synthesis",
         {"MESS3_BELIEF_GEOMETRY_RUNS": str(root)},
     )
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["runs"] == len(TRAINING_LEAVES)
-    assert sorted(arm.rsplit("/", 1)[-1] for arm in result["arms"]) == sorted(TRAINING_LEAVES)
+    result = read_results(run_dir)
+    assert result.value("runs") == len(TRAINING_LEAVES)
+    arms = _group(result, "arms")
+    assert sorted(arm.rsplit("/", 1)[-1] for arm in arms) == sorted(TRAINING_LEAVES)
     greedy = {
-        leaf: json.loads((runs[leaf] / "result.json").read_text())["return_per_step"]["greedy"]
-        for leaf in TRAINING_LEAVES
+        leaf: read_results(runs[leaf]).value("return_per_step/greedy") for leaf in TRAINING_LEAVES
     }
-    assert {arm.rsplit("/", 1)[-1]: v for arm, v in result["greedy_return_per_step"].items()} == (
-        pytest.approx(greedy)
-    )
+    by_arm = _group(result, "greedy_return_per_step")
+    assert {arm.rsplit("/", 1)[-1]: v for arm, v in by_arm.items()} == (pytest.approx(greedy))
     table = (run_dir / "study_table.md").read_text()
     assert "belief-MDP ceiling" in table and "return_per_step/greedy" in table
     for key in (

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from rl_harness import Metric, read_results
 from rl_harness.analysis.comparison import compare_runs
 from tests.study.test_belief_geometry_smoke import smoke
 
@@ -36,8 +37,13 @@ def test_feedback_smoke_writes_probes_ceilings_and_controls(tmp_path):
     ceiling = record["ceilings"]["bayes_optimal_accuracy"]
     assert readouts["reference_value"]["value"] == ceiling
     assert 0.0 <= readouts["greedy"]["agreement"] <= 1.0
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["iterations"] == 1 and result["checkpoints"] == 2
+    result = read_results(run_dir)
+    assert result.value("iterations") == 1 and result.value("checkpoints") == 2
+    # The final probe's named metric keeps its interval.
+    assert result["r2_pooled"] == Metric(**record["final"]["probe"]["r2_pooled"])
+    assert compare_runs([run_dir], ["r2_pooled"]).arms[0].metrics["r2_pooled"].values == [
+        record["final"]["probe"]["r2_pooled"]["value"]
+    ]
     # compare reaches the last checkpoint's probe inside the list.
     key = "probe_metrics.json:probes[-1]/r2_pooled"
     arm = compare_runs([run_dir], [key]).arms[0].metrics[key]

@@ -17,7 +17,10 @@ Metric keys, looked up in this order for each run:
   "probe_metrics.json:probe/within_branch/r2_pooled"); a {value, low, high} estimate gives
   its value; "[i]" after a part indexes a JSON list, negative from the end (e.g.
   "closed_loop_probes.json:probes[-1]/r2_pooled", the last checkpoint's probe);
-- "<path>": the same path in result.json, then probe_metrics.json.
+- "<name>": a metric of result.json by its name (`rl_harness.Results`; an older nested
+  result.json names each number by its "/"-joined key path, so "return_per_step/greedy"
+  reads both), then, as before named metrics, the same path in probe_metrics.json.
+An unknown metric is an error naming the metrics the runs' result.json files hold.
 Defaults: the result keys the runs' recipes declare as their headline (`RECIPE`'s
 `headline`, read from the recipe source with `ast`, never imported: recipe.static_headline);
 without one, return_per_step and the first pooled R²s
@@ -61,9 +64,11 @@ from typing import Any
 
 from rl_harness.harness.configrecord import config_lookup, flat_config
 from rl_harness.harness.console import text_table
+from rl_harness.harness.layout import RESULT_NAME
 from rl_harness.harness.metric_keys import LENGTH_KEY, RETURN_KEY
 from rl_harness.harness.metrics import flatten, is_timing_key
 from rl_harness.harness.recipe import static_headline
+from rl_harness.harness.results import Results, is_named
 from rl_harness.harness.runtools.records import RunRecord, RunToolError, Unreadable, find_runs
 
 RETURN_PER_STEP = "return_per_step"
@@ -175,6 +180,7 @@ class _RunReader:
     def __init__(self, record: RunRecord) -> None:
         self.record = record
         self._json: dict[str, Any] = {}
+        self._results: Results | None = None
 
     def json(self, name: str) -> Any:
         if name not in self._json:
@@ -183,6 +189,12 @@ class _RunReader:
             except RunToolError:  # a strict record: absent, as before
                 self._json[name] = None
         return self._json[name]
+
+    def results(self) -> Results:
+        """result.json's named metrics (an older nested result.json read by key path)."""
+        if self._results is None:
+            self._results = Results.from_json(self.json(RESULT_NAME))
+        return self._results
 
     def value(self, key: str, final: Mapping[str, Any]) -> tuple[bool, float | None]:
         if key == RETURN_PER_STEP:
@@ -195,7 +207,14 @@ class _RunReader:
         name, sep, path = key.partition(":")
         if sep and name.endswith(".json"):
             return _lookup(self.json(name), path)
-        for name in ("result.json", PROBE_FILE):
+        results = self.results()
+        if key in results:
+            return True, _number(results[key].value)
+        # An older result.json's non-numbers and list items ("over_training[-1]/r2") are
+        # still found by path, as before named metrics; then probe_metrics.json by path.
+        for name in ((RESULT_NAME,) if not is_named(self.json(RESULT_NAME)) else ()) + (
+            PROBE_FILE,
+        ):
             found, number = _lookup(self.json(name), key)
             if found:
                 return found, number
@@ -277,8 +296,12 @@ def every_metric(records: Sequence[RunRecord]) -> list[str]:
     for key in pooled_r2_metrics(records):
         keys += [key] if key not in keys else []
     for record in records:
-        result = _RunReader(record).json("result.json")
-        keys += [k for k in _numeric_paths(result) if k not in keys]
+        reader = _RunReader(record)
+        if is_named(reader.json(RESULT_NAME)):
+            names = [n for n, m in reader.results().items() if _number(m.value) is not None]
+        else:  # an older nested result.json: its numbers' paths, as always
+            names = _numeric_paths(reader.json(RESULT_NAME))
+        keys += [k for k in names if k not in keys]
     for record in records:
         final = record.final_metrics
         keys += [k for k in final if not is_timing_key(k) and k not in keys]
@@ -559,7 +582,9 @@ def compare_runs(
     if metrics == ALL_METRICS:
         keys = [key for key in keys if key in known]
     elif metrics and unknown:
-        raise ComparisonError(f"no run has the metric(s) {', '.join(unknown)}")
+        raise ComparisonError(
+            f"no run has the metric(s) {', '.join(unknown)}" + _known_names(completed, unknown)
+        )
     arms = []
     for arm in sorted({e.arm for e in entries}):
         members = [e for e in entries if e.arm == arm]
@@ -580,6 +605,21 @@ def compare_runs(
         unreadable=cannot_read,
         warnings=warnings,
     )
+
+
+def _known_names(records: Sequence[RunRecord], unknown: Sequence[str], shown: int = 20) -> str:
+    """The metric names the runs' result.json hold, the closest to each unknown one first:
+    what an unknown `--metric` could have meant."""
+    names: list[str] = []
+    for record in records:
+        names += [name for name in _RunReader(record).results() if name not in names]
+    if not names:
+        return "; their result.json files hold no named metrics"
+    close = [m for key in unknown for m in difflib.get_close_matches(key, names, n=3, cutoff=0.6)]
+    listed = list(dict.fromkeys(close + names))[:shown]
+    more = f", ... ({len(names)} in all; --metrics all lists them)" if len(names) > shown else ""
+    hint = f"; did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
+    return f"{hint}; the runs' result.json metrics: {', '.join(listed)}{more}"
 
 
 def _of_library_commit(records: Sequence[RunRecord], commit: str) -> tuple[list[RunRecord], str]:

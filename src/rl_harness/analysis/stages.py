@@ -36,6 +36,7 @@ from rl_harness.harness.gitinfo import git_identity
 from rl_harness.harness.interrupts import COMPLETED
 from rl_harness.harness.layout import ANALYSIS_PROVENANCE_NAME, MANIFEST_NAME, RESULTS_PARENT
 from rl_harness.harness.provenance import library_root, sha256_file, utc_now
+from rl_harness.harness.recipe import declared_recipe
 from rl_harness.harness.runtools.records import RunRecord, RunToolError
 
 PROVENANCE_SCHEMA_VERSION = 1
@@ -236,16 +237,20 @@ def _why(previous: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str:
 
 
 def leaf_stages(recipe: ModuleType) -> tuple[AnalysisStage, ...]:
-    """The leaf's declared `ANALYSIS_STAGES` (StageError when it declares none)."""
-    stages = getattr(recipe, "ANALYSIS_STAGES", None)
-    if stages is None:
-        raise StageError(f"{recipe.__name__} declares no ANALYSIS_STAGES")
-    if not isinstance(stages, tuple) or not all(isinstance(s, AnalysisStage) for s in stages):
-        raise StageError(f"{recipe.__name__}.ANALYSIS_STAGES is not a tuple of AnalysisStage")
-    names = stage_names(stages)
-    if len(set(names)) != len(names):
-        raise StageError(f"{recipe.__name__}.ANALYSIS_STAGES repeats a name: {names}")
-    return stages
+    """The analysis stages the leaf's `RECIPE` declares (`Recipe(stages=...)`; StageError
+    when it declares none, naming a module `ANALYSIS_STAGES` left out of its RECIPE)."""
+    stages = declared_recipe(recipe).stages
+    if not stages:
+        hint = (
+            ": pass its ANALYSIS_STAGES as Recipe(..., stages=ANALYSIS_STAGES)"
+            if hasattr(recipe, "ANALYSIS_STAGES")
+            else ""
+        )
+        raise StageError(f"{recipe.__name__} declares no analysis stages in RECIPE{hint}")
+    checked = tuple(stage for stage in stages if isinstance(stage, AnalysisStage))
+    if len(checked) != len(stages):
+        raise StageError(f"{recipe.__name__}: RECIPE's stages are not all AnalysisStage")
+    return checked
 
 
 def leaf_runs(recipe: ModuleType, runs: Sequence[str]) -> list[Path]:

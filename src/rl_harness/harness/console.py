@@ -369,7 +369,25 @@ def result_summary(
 ) -> str | None:
     """The closing line's numbers: the recipe's declared `headline` keys ("a/b" reaches into
     a nested mapping; a mapping shows its numbers), else its first `limit` top-level
-    numbers; the rest stay in result.json."""
+    numbers; the rest stay in result.json. A result of named metrics (results.py): each
+    headline name's value, or the values of the names under it ("a" shows "a/b", "a/c")."""
+    from rl_harness.harness.results import Results, is_named
+
+    if is_named(result):
+        named = Results.from_json(result)
+        values = {name: metric.value for name, metric in named.items()}
+        result = {name: values[name] for name in values if "/" not in name}
+        if headline:
+            shown = []
+            for key in headline:
+                under = [name for name in values if name.startswith(key + "/")]
+                if key not in values and under:
+                    shown += [_number_text(n, values[n]) for n in under if _number(values[n])]
+                elif _number(values.get(key)):
+                    shown.append(_number_text(key, values[key]))
+                else:
+                    shown.append(f"{key} -")
+            return " | ".join(shown) or None
     if headline:
         shown = []
         for key in headline:

@@ -43,6 +43,7 @@ from rl_harness.harness.recipe import (
     load_recipe,
 )
 from rl_harness.harness.redaction import redact_env, redact_record
+from rl_harness.harness.results import Results
 
 log = console.get_logger(__name__)
 
@@ -88,9 +89,12 @@ def _interrupt_record(kind: str, signal_name: str) -> dict[str, Any]:
 def _save_result(
     context: RunContext, result: Any, headline: tuple[str, ...] = ()
 ) -> tuple[str | None, dict[str, str]]:
-    """Keep a mapping result as result.json: every key with an exact JSON form; a value with
-    none is left out, with a warning naming its key path. Returns the summary line of its
-    headline numbers and the keys left out (key path -> why)."""
+    """Keep a `Results` (named metrics, results.py) or a mapping result as result.json:
+    every key with an exact JSON form; a value with none is left out, with a warning naming
+    its key path. Returns the summary line of its headline numbers and the keys left out
+    (key path -> why)."""
+    if isinstance(result, Results):
+        result = result.to_json()
     if not isinstance(result, Mapping):
         return None, {}
     values, dropped = json_value_keeping(redact_record(dict(result)))

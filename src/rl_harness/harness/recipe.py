@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from rl_harness.harness.console import get_logger
 
@@ -37,6 +37,16 @@ class RecipeError(ValueError):
     """Bad target: the CLI prints this as one line, without a traceback."""
 
 
+@runtime_checkable
+class DeclaredStage(Protocol):
+    """An analysis stage as the harness sees it in `Recipe(stages=...)`: a named step
+    (`rl_harness.analysis.AnalysisStage`; `rl-harness analyze` runs them). A Protocol, so
+    the harness never imports `analysis`."""
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Recipe(Generic[S]):
     """What a leaf hands the harness, declared once as `RECIPE = Recipe(run=run, ...)`.
@@ -44,14 +54,17 @@ class Recipe(Generic[S]):
     `budgets`: name -> settings (frozen-dataclass instances of one type S), the one chosen
     by `--budget NAME` / `--smoke` (= "smoke") / `default`, `--set` applied, reaches `run` as
     `context.settings` (typed S); none declared: `context.settings` is None and only
-    `--smoke` or no budget is accepted. `headline`: result keys ("a/b" for nested ones) the
-    closing line and `compare` show first. Checked when built (RecipeError).
+    `--smoke` or no budget is accepted. `headline`: result metric names (`Results`) the
+    closing line and `compare` show first. `stages`: the leaf's analysis, in order
+    (`rl_harness.analysis.AnalysisStage`s: what its `run` calls after training and
+    `rl-harness analyze` runs on a finished run). Checked when built (RecipeError).
     """
 
     run: Callable[[RunContext[S]], Any]
     budgets: Mapping[str, S] = field(default_factory=dict)
     default: str | None = None  # a name in budgets; required when there are budgets
     headline: tuple[str, ...] = ()
+    stages: tuple[DeclaredStage, ...] = ()
 
     def __post_init__(self) -> None:
         if not callable(self.run):
@@ -81,6 +94,14 @@ class Recipe(Generic[S]):
             raise RecipeError(
                 f"Recipe(headline=...) must be a tuple of result keys, got {headline!r}"
             )
+        stages = self.stages
+        if not isinstance(stages, tuple) or not all(isinstance(s, DeclaredStage) for s in stages):
+            raise RecipeError(
+                f"Recipe(stages=...) must be a tuple of analysis stages, got {stages!r}"
+            )
+        names = [stage.name for stage in stages]
+        if len(set(names)) != len(names):
+            raise RecipeError(f"Recipe(stages=...) repeats a stage name: {', '.join(names)}")
         object.__setattr__(self, "budgets", dict(self.budgets))
         object.__setattr__(self, "headline", tuple(headline))
 

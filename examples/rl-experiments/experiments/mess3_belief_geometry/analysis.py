@@ -95,6 +95,7 @@ from rl_harness import (
     LENGTH_KEY,
     RETURN_KEY,
     CheckpointSchedule,
+    Results,
     RunContext,
     write_json,
 )
@@ -621,77 +622,85 @@ def _probe_over_training(
     }
 
 
-def _controls_headline(record: Mapping[str, Any]) -> dict[str, Any]:
-    """result.json's `controls_by_data` and `action_branches_added` (when the record has them)."""
-    out: dict[str, Any] = {}
-    if "action_branching" in record:
-        out["action_branches_added"] = record["action_branching"]["branches_added_by_actions"]
-    if controls.KEY in record:
-        out[controls.KEY] = controls.headline(record[controls.KEY])
-    for key in (incremental.KEY, incremental.KEY_SAMPLED):
-        if key in record:
-            out[key] = incremental.headline(record[key])
-    return out
-
-
-def summary(iterations: int | None, record: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact result a leaf's run() returns (the harness stores it as result.json)."""
-    controls = record["controls"]
+def summary(iterations: int | None, record: Mapping[str, Any]) -> Results:
+    """result.json: the run's headline metrics, each named once where the record holds it
+    (the names are the keys result.json had before named metrics, "/" for a group); the
+    probe estimates keep their intervals. probe_metrics.json stays the full record."""
+    controls_record = record["controls"]
     scores, differences = record["scores"], record["differences"]
     agent_within = record["probe"].get("within_branch") or {}
     windows = record["windows"]
     training = record["training"]["checkpoints"]
-    return {
-        **_controls_headline(record),  # controls_by_data, action_branches_added, incremental_r2
-        "iterations": iterations,
-        "env_steps": record["env_steps"],
-        "return_per_step": record["return_per_step"],
-        "solver_values": {key: record["solver_values"].get(key) for key in task.REFERENCES},
-        "fraction_of_belief_mdp": record["fraction_of_belief_mdp"],
-        "probe_r2": probing.value(record["probe"], "r2_pooled"),
-        "probe_r2_within_branch": probing.value(record["probe"], "within_branch", "r2_pooled"),
-        "probe_r2_within_action_branch": probing.value(
-            scores["agent"], "within_branch", probing.ACTION_BRANCHES
-        ),
-        "untrained_r2": probing.value(controls["untrained_module_probe"], "r2_pooled"),
-        "untrained_r2_within_branch": probing.value(
-            controls["untrained_module_probe"], "within_branch", "r2_pooled"
-        ),
-        "observation_r2": probing.value(controls["observation_probe"], "r2_pooled"),
-        "observation_r2_within_branch": probing.value(
-            controls["observation_probe"], "within_branch", "r2_pooled"
-        ),
-        "agent_minus_untrained_within_branch": probing.value(
-            differences["agent_minus_untrained_module"], "within_branch", probing.TOKEN_BRANCHES
-        ),
-        "agent_minus_best_window_within_branch": probing.value(
-            differences["agent_minus_best_window"], "within_branch", probing.TOKEN_BRANCHES
-        ),
-        "agent_minus_best_window_within_action_branch": probing.value(
-            differences["agent_minus_best_window"], "within_branch", probing.ACTION_BRANCHES
-        ),
-        "best_window_k": differences["best_window_k"],
-        "window_r2": {
-            f"k{row['k']}": probing.value(row["window"], "r2_pooled") for row in windows["windows"]
-        },
-        "window_r2_within_branch": {
-            f"k{row['k']}": probing.value(row["window"], "within_branch", probing.TOKEN_BRANCHES)
-            for row in windows["windows"]
-        },
-        "window_reaches_agent_within_branch_at_k": windows["history_worth"][probing.TOKEN_BRANCHES][
-            "window_reaches_agent_at_k"
-        ],
-        "layer_r2_within_branch": {
-            row["name"]: (row["within_branch_r2_pooled"] or {}).get("value")
-            for row in record["layers"]
-        },
-        "permutation_p_value": (record["probe"].get("permutation") or {}).get("p_value"),
-        "within_branch_permutation_p_value": (agent_within.get("permutation") or {}).get("p_value"),
-        "p_value_floor": (record["probe"].get("permutation") or {}).get("p_value_floor"),
-        "r2_at_first_checkpoint": probing.value(training[0], "r2_pooled") if training else None,
-        "analysis_wall_time_s": record["analysis_wall_time_s"],
-        "analysis_timings": (record.get("timings") or {}).get("stages_s"),
-    } | ({"interventions": record["interventions"]} if "interventions" in record else {})
+    within, action = ("within_branch", probing.TOKEN_BRANCHES), ("within_branch",)
+    action += (probing.ACTION_BRANCHES,)
+    out = Results()
+    if "action_branching" in record:
+        out.add("action_branches_added", record["action_branching"]["branches_added_by_actions"])
+    if controls.KEY in record:
+        out.include(controls.headline(record[controls.KEY]), prefix=f"{controls.KEY}/")
+    for key in (incremental.KEY, incremental.KEY_SAMPLED):
+        if key in record:
+            out.include(incremental.headline(record[key]), prefix=f"{key}/")
+    out.add("iterations", iterations)
+    out.add("env_steps", record["env_steps"])
+    for policy, value in record["return_per_step"].items():
+        out.add(f"return_per_step/{policy}", value)
+    for key in task.REFERENCES:
+        out.add(f"solver_values/{key}", record["solver_values"].get(key))
+    for policy, value in record["fraction_of_belief_mdp"].items():
+        out.add(f"fraction_of_belief_mdp/{policy}", value)
+    out.add("probe_r2", probing.estimate(record["probe"], "r2_pooled"))
+    out.add(
+        "probe_r2_within_branch", probing.estimate(record["probe"], "within_branch", "r2_pooled")
+    )
+    out.add("probe_r2_within_action_branch", probing.estimate(scores["agent"], *action))
+    untrained, observation = (
+        controls_record["untrained_module_probe"],
+        controls_record["observation_probe"],
+    )
+    out.add("untrained_r2", probing.estimate(untrained, "r2_pooled"))
+    out.add("untrained_r2_within_branch", probing.estimate(untrained, "within_branch", "r2_pooled"))
+    out.add("observation_r2", probing.estimate(observation, "r2_pooled"))
+    out.add(
+        "observation_r2_within_branch",
+        probing.estimate(observation, "within_branch", "r2_pooled"),
+    )
+    minus_untrained = differences["agent_minus_untrained_module"]
+    minus_window = differences["agent_minus_best_window"]
+    out.add("agent_minus_untrained_within_branch", probing.estimate(minus_untrained, *within))
+    out.add("agent_minus_best_window_within_branch", probing.estimate(minus_window, *within))
+    out.add("agent_minus_best_window_within_action_branch", probing.estimate(minus_window, *action))
+    out.add("best_window_k", differences["best_window_k"])
+    for row in windows["windows"]:
+        out.add(f"window_r2/k{row['k']}", probing.estimate(row["window"], "r2_pooled"))
+    for row in windows["windows"]:
+        out.add(f"window_r2_within_branch/k{row['k']}", probing.estimate(row["window"], *within))
+    out.add(
+        "window_reaches_agent_within_branch_at_k",
+        windows["history_worth"][probing.TOKEN_BRANCHES]["window_reaches_agent_at_k"],
+    )
+    for row in record["layers"]:
+        out.add(f"layer_r2_within_branch/{row['name']}", row["within_branch_r2_pooled"])
+    permutation = record["probe"].get("permutation") or {}
+    out.add("permutation_p_value", permutation.get("p_value"))
+    out.add(
+        "within_branch_permutation_p_value", (agent_within.get("permutation") or {}).get("p_value")
+    )
+    out.add("p_value_floor", permutation.get("p_value_floor"))
+    first = probing.estimate(training[0], "r2_pooled") if training else None
+    out.add("r2_at_first_checkpoint", first)
+    out.add("analysis_wall_time_s", record["analysis_wall_time_s"])
+    for stage, seconds in ((record.get("timings") or {}).get("stages_s") or {}).items():
+        out.add(f"analysis_timings/{stage}", seconds)
+    # interventions.intervention_headline: {layer: {counterfactual: {quantity: value}}}.
+    for layer, by_edit in (record.get("interventions") or {}).items():
+        if layer == "file":  # the file it summarises: a note, not a metric
+            out.notes["interventions"] = by_edit
+            continue
+        for edit, quantities in by_edit.items():
+            for quantity, value in quantities.items():
+                out.add(f"interventions/{layer}/{edit}/{quantity}", value)
+    return out
 
 
 # ---------------------------------------------------------------------------- stages
@@ -703,7 +712,7 @@ def write_result(context: RunContext) -> dict[str, Any]:
     """The `result` stage: result.json (`summary`) from the run's probe_metrics.json; its
     iterations are the last metrics row's (the trainer's count, what run_algorithm returns)."""
     record = json.loads((context.results_dir / PROBE_METRICS).read_text(encoding="utf-8"))
-    result = summary(record["training_iterations"], record)
+    result = summary(record["training_iterations"], record).to_json()
     write_json(context.results_dir / "result.json", result)
     return result
 

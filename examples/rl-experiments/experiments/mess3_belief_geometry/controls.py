@@ -52,6 +52,7 @@ import numpy as np
 
 from experiments.mess3_belief_geometry import probing, task
 from experiments.mess3_belief_geometry.spec import Budget
+from rl_harness import Results
 from rl_harness.analysis import (
     FitMemo,
     ProbeEvaluation,
@@ -253,41 +254,37 @@ def controls_by_data(
     return record
 
 
-def headline(record: Mapping[str, Any]) -> dict[str, Any]:
-    """result.json's `controls_by_data`: per data set, within-branch R² (tokens_2 unless
-    named) of the agent and each control, and the paired differences."""
-    out: dict[str, Any] = {}
+def headline(record: Mapping[str, Any]) -> Results:
+    """result.json's `controls_by_data/...` metrics: per data set (`<data>/<name>`),
+    within-branch R² (tokens_2 unless named) of the agent and each control, and the paired
+    differences with their intervals."""
+    out = Results()
     for name in DATA_SETS:
         block = record.get(name)
         if block is None:
             continue
         scores, differences = block["scores"], block["differences"]
         within = ("within_branch", probing.TOKEN_BRANCHES)
-        out[name] = {
-            "return_per_step": block["return_per_step"],
-            "agent_r2_within_branch": probing.value(scores["agent"], *within),
-            "agent_r2_within_action_branch": probing.value(
-                scores["agent"], "within_branch", probing.ACTION_BRANCHES
-            ),
-            "untrained_r2_within_branch": probing.value(scores["untrained_module"], *within),
-            "observation_r2_within_branch": probing.value(scores["observation"], *within),
-            "window_r2_within_branch": {
-                f"k{row['k']}": probing.value(row["window"], *within)
-                for row in block["windows"]["windows"]
-            },
-            "tokens_window_r2_within_branch": {
-                f"k{row['k']}": probing.value(row["window"], *within)
-                for row in block["tokens_only_windows"]["windows"]
-            },
-            "agent_minus_untrained_within_branch": probing.value(
-                differences["agent_minus_untrained_module"], *within
-            ),
-            "agent_minus_best_window_within_branch": probing.value(
-                differences["agent_minus_best_window"], *within
-            ),
-            "agent_minus_best_tokens_window_within_branch": probing.value(
-                differences["agent_minus_best_tokens_window"], *within
-            ),
-            "action_branches_added": block["action_branching"]["branches_added_by_actions"],
-        }
+        action = ("within_branch", probing.ACTION_BRANCHES)
+        out.add(f"{name}/return_per_step", block["return_per_step"])
+        out.add(f"{name}/agent_r2_within_branch", probing.estimate(scores["agent"], *within))
+        out.add(f"{name}/agent_r2_within_action_branch", probing.estimate(scores["agent"], *action))
+        for control in ("untrained_module", "observation"):
+            label = "untrained" if control == "untrained_module" else control
+            out.add(f"{name}/{label}_r2_within_branch", probing.estimate(scores[control], *within))
+        for row in block["windows"]["windows"]:
+            window = probing.estimate(row["window"], *within)
+            out.add(f"{name}/window_r2_within_branch/k{row['k']}", window)
+        for row in block["tokens_only_windows"]["windows"]:
+            window = probing.estimate(row["window"], *within)
+            out.add(f"{name}/tokens_window_r2_within_branch/k{row['k']}", window)
+        for difference, label in (
+            ("agent_minus_untrained_module", "agent_minus_untrained_within_branch"),
+            ("agent_minus_best_window", "agent_minus_best_window_within_branch"),
+            ("agent_minus_best_tokens_window", "agent_minus_best_tokens_window_within_branch"),
+        ):
+            out.add(f"{name}/{label}", probing.estimate(differences[difference], *within))
+        out.add(
+            f"{name}/action_branches_added", block["action_branching"]["branches_added_by_actions"]
+        )
     return out

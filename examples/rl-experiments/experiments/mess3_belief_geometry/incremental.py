@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from experiments.mess3_belief_geometry import controls, probing
+from rl_harness import Results
 from rl_harness.analysis import (
     FitMemo,
     ProbeEvaluation,
@@ -145,27 +146,23 @@ def measure_with_own_probe(
     )
 
 
-def headline(record: Mapping[str, Any]) -> dict[str, Any]:
-    """result.json's `incremental_r2`: per k (`k<k>`), global and within tokens_2, the value of
-    R²(a), R²(b), R²(c), b - a and b - c, with b - a's and b - c's intervals and Holm p."""
+def headline(record: Mapping[str, Any]) -> Results:
+    """result.json's `incremental_r2/...` metrics: per k (`k<k>/<name>`), global and within
+    tokens_2 (`_within_branch`), R²(a), R²(b), R²(c), b - a and b - c with their intervals,
+    and b - a's and b - c's Holm p (`<name>_p_holm`)."""
     table = record["table"]
     holm = table["p_values_holm"]
-    out: dict[str, Any] = {}
+    out = Results()
     for index, row in enumerate(table["rows"]):
-        block: dict[str, Any] = {}
         scores = {
             "global": ("r2_pooled",),
             probing.TOKEN_BRANCHES: ("within_branch", probing.TOKEN_BRANCHES),
         }
         for score, path in scores.items():
-            suffix = "" if score == "global" else "_within_branch"
-            for name in ("window", "agent", "control"):
-                block[f"r2_{name}{suffix}"] = probing.value(row[name], *path)
-            for name in ("agent_increment", "agent_minus_control"):
-                estimate = row[name]
-                for key in path:
-                    estimate = (estimate or {}).get(key)
-                block[f"{name}{suffix}"] = estimate
-                block[f"{name}{suffix}_p_holm"] = holm[name][score][index]
-        out[f"k{row['k']}"] = block
+            name = f"k{row['k']}/{{}}" + ("" if score == "global" else "_within_branch")
+            for part in ("window", "agent", "control"):
+                out.add(name.format(f"r2_{part}"), probing.estimate(row[part], *path))
+            for quantity in ("agent_increment", "agent_minus_control"):
+                out.add(name.format(quantity), probing.estimate(row[quantity], *path))
+                out.add(name.format(quantity) + "_p_holm", holm[quantity][score][index])
     return out

@@ -20,6 +20,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 
 from experiments.mess3_belief_geometry import task
 from experiments.mess3_belief_geometry.spec import Budget
+from rl_harness import Metric
 from rl_harness.analysis import info_target, rllib_action_transform
 from rl_harness.envs.hmm import HMMVectorEnv
 
@@ -89,3 +90,13 @@ def value(block: Mapping[str, Any] | None, *path: str) -> float | None:
     for key in path:
         block = block.get(key) if isinstance(block, Mapping) else None
     return block.get("value") if isinstance(block, Mapping) else None
+
+
+def estimate(block: Mapping[str, Any] | None, *path: str) -> Metric:
+    """The estimate record {value, low, high} at `path` in `block` as a named result's
+    `Metric` (its value None where it is missing, as `value` reads it)."""
+    for key in path:
+        block = block.get(key) if isinstance(block, Mapping) else None
+    if not isinstance(block, Mapping):
+        return Metric(None)
+    return Metric(block.get("value"), low=block.get("low"), high=block.get("high"))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rl_harness import Results, read_results
 from rl_harness.analysis import holm_adjust, readme_main, seed_test, seeds_for_power
 
 STUDY_DIR = Path(__file__).resolve().parent
@@ -80,7 +81,7 @@ class StudyRun:
     arm: str
     seed: int
     run_id: str
-    result: Mapping[str, Any]
+    result: Results  # result.json's named metrics (an older nested one read by key path)
     interventions: Mapping[str, Any] | None
     yardstick: Mapping[str, Any] | None
     # The run's operating point (its budget's `task_point` setting; records from before the
@@ -148,7 +149,7 @@ def read_run(folder: Path) -> StudyRun:
         arm=folder.parent.parent.name,
         seed=int(manifest["seed"]),
         run_id=folder.name,
-        result=_read(folder / "result.json"),
+        result=read_results(folder),
         interventions=_read(folder / "interventions.json"),
         yardstick=_read(folder / "yardstick.json"),
         task_point=settings.get("task_point", "flagship"),
@@ -259,8 +260,9 @@ def interventions_table(runs: Sequence[StudyRun]) -> str:
     return "\n".join(lines)
 
 
-def _controls(run: StudyRun, data: str) -> Mapping[str, Any]:
-    return run.result["controls_by_data"][data]
+def _controls(run: StudyRun, data: str, name: str) -> Any:
+    """The run's result.json metric `controls_by_data/<data>/<name>` (its value)."""
+    return run.result.value(f"controls_by_data/{data}/{name}")
 
 
 CONTROL_TESTS = (
@@ -278,7 +280,7 @@ def controls_table(runs: Sequence[StudyRun]) -> str:
         arm_runs = [run for run in runs if run.arm == arm]
         for data in DATA_SETS:
             for key, label in CONTROL_TESTS:
-                text, p = _interval([_controls(run, data)[key] for run in arm_runs])
+                text, p = _interval([_controls(run, data, key) for run in arm_runs])
                 rows.append((arm, data, label, text, p))
     adjusted = holm_adjust([row[4] for row in rows])
     lines = [
@@ -309,7 +311,7 @@ def power_table(runs: Sequence[StudyRun]) -> str:
         arm_runs = [run for run in runs if run.arm == arm]
         for data in DATA_SETS:
             values = [
-                _controls(run, data)["agent_minus_untrained_within_branch"] for run in arm_runs
+                _controls(run, data, "agent_minus_untrained_within_branch") for run in arm_runs
             ]
             test = seed_test(values)
             needed = (
@@ -340,7 +342,7 @@ def arms_table(runs: Sequence[StudyRun]) -> str:
         return ""
     first, second = arms
     returns = {
-        arm: [r.result["return_per_step"]["greedy"] for r in runs if r.arm == arm]
+        arm: [r.result.value("return_per_step/greedy") for r in runs if r.arm == arm]
         for arm in (first, second)
     }
     rows: list[tuple[str, list[float], list[float], float | None]] = [
@@ -354,7 +356,7 @@ def arms_table(runs: Sequence[StudyRun]) -> str:
     key = "agent_r2_within_branch"
     for data in DATA_SETS:
         by_seed = {
-            arm: {r.seed: _controls(r, data)[key] for r in runs if r.arm == arm}
+            arm: {r.seed: _controls(r, data, key) for r in runs if r.arm == arm}
             for arm in (first, second)
         }
         a, b = list(by_seed[first].values()), list(by_seed[second].values())
@@ -470,7 +472,7 @@ def _training(run: StudyRun) -> str:
     """Training minutes and env steps per second of training (summary.json)."""
     if run.training_s is None:
         return "-"
-    rate = run.result["env_steps"] / run.training_s
+    rate = run.result.value("env_steps") / run.training_s
     return f"{run.training_s / 60:.1f} ({rate:,.0f})"
 
 
@@ -497,25 +499,25 @@ def runs_table(runs: Sequence[StudyRun], actions: bool = True) -> str:
     head += " within-branch p | training min (env steps/s) |"
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for run in runs:
-        r = run.result
+        r = run.result.value  # each metric of the run's result.json, by name
         row = (
             f"| {run.arm} | {run.seed} | `{run.run_id}` "
-            f"| {_f(r['return_per_step']['greedy'], 4)} | {_f(r['return_per_step']['sampled'], 4)} "
-            f"| {_f(r['fraction_of_belief_mdp']['greedy'])} "
-            f"| {_f(r['probe_r2'])} | {_f(r['probe_r2_within_branch'])} "
-            f"| {_f(r['untrained_r2_within_branch'])} "
+            f"| {_f(r('return_per_step/greedy'), 4)} | {_f(r('return_per_step/sampled'), 4)} "
+            f"| {_f(r('fraction_of_belief_mdp/greedy'))} "
+            f"| {_f(r('probe_r2'))} | {_f(r('probe_r2_within_branch'))} "
+            f"| {_f(r('untrained_r2_within_branch'))} "
             f"| {_bracket(_difference(run, 'agent_minus_untrained_module'))} "
-            f"| {_f(r['window_r2_within_branch']['k2'])} "
-            f"| {_bracket(_difference(run, 'agent_minus_best_window'))} ({r['best_window_k']}) "
-            f"| {_k(r['window_reaches_agent_within_branch_at_k'])} |"
+            f"| {_f(r('window_r2_within_branch/k2'))} "
+            f"| {_bracket(_difference(run, 'agent_minus_best_window'))} ({r('best_window_k')}) "
+            f"| {_k(r('window_reaches_agent_within_branch_at_k'))} |"
         )
         if actions:
             gain = _difference(run, "agent_minus_untrained_module", "tokens_actions_2")
             row += (
-                f" {_f(r['probe_r2_within_action_branch'])} ({r['action_branches_added']}) "
+                f" {_f(r('probe_r2_within_action_branch'))} ({r('action_branches_added')}) "
                 f"| {_bracket(gain)} |"
             )
-        lines.append(row + f" {_f(r['within_branch_permutation_p_value'], 4)} | {_training(run)} |")
+        lines.append(row + f" {_f(r('within_branch_permutation_p_value'), 4)} | {_training(run)} |")
     return "\n".join(lines)
 
 
@@ -548,14 +550,10 @@ def seeds_table(runs: Sequence[StudyRun]) -> str:
     ]
     for arm in _arms(runs):
         results = [run.result for run in runs if run.arm == arm]
+        reach = "window_reaches_agent_within_branch_at_k"
 
-        def column(*path: str, results: list[Any] = results) -> list[float]:
-            values = []
-            for result in results:
-                for key in path:
-                    result = result[key]
-                values.append(float(result))
-            return values
+        def column(*path: str, results: list[Results] = results) -> list[float]:
+            return [float(result.value("/".join(path))) for result in results]  # type: ignore[arg-type]
 
         lines.append(
             f"| {arm} | {len(results)} | {_mean_interval(column('return_per_step', 'greedy'), 4)} "
@@ -565,7 +563,7 @@ def seeds_table(runs: Sequence[StudyRun]) -> str:
             f"| {_with_p(column('agent_minus_untrained_within_branch'))} "
             f"| {_mean_interval(column('window_r2_within_branch', 'k2'))} "
             f"| {_with_p(column('agent_minus_best_window_within_branch'))} "
-            f"| {', '.join(_k(r['window_reaches_agent_within_branch_at_k']) for r in results)} |"
+            f"| {', '.join(_k(r.value(reach)) for r in results)} |"
         )
     return "\n".join(lines)
 
@@ -584,25 +582,31 @@ def controls_by_data_table(runs: Sequence[StudyRun]) -> str:
     for arm in _arms(runs):
         arm_runs = [run for run in runs if run.arm == arm]
         for data in DATA_SETS:
-            blocks = [_controls(run, data) for run in arm_runs]
             probes = [run.probe["controls_by_data"][data] for run in arm_runs if run.probe]
             ks = [p["best_window_k"] for p in probes]
             tks = [p["best_tokens_window_k"] for p in probes]
-            best = [b["window_r2_within_branch"][f"k{k}"] for b, k in zip(blocks, ks, strict=True)]
+
+            def column(name: str, runs: list[StudyRun] = arm_runs, data: str = data) -> list[Any]:
+                return [_controls(run, data, name) for run in runs]
+
+            best = [
+                _controls(run, data, f"window_r2_within_branch/k{k}")
+                for run, k in zip(arm_runs, ks, strict=True)
+            ]
             tokens = [
-                b["tokens_window_r2_within_branch"][f"k{k}"]
-                for b, k in zip(blocks, tks, strict=True)
+                _controls(run, data, f"tokens_window_r2_within_branch/k{k}")
+                for run, k in zip(arm_runs, tks, strict=True)
             ]
             lines.append(
-                f"| {arm} | `{data}` | {_mean_interval([b['return_per_step'] for b in blocks], 4)} "
-                f"| {_mean_interval([b['agent_r2_within_branch'] for b in blocks])} "
-                f"| {_mean_interval([b['untrained_r2_within_branch'] for b in blocks])} "
-                f"| {_with_p([b['agent_minus_untrained_within_branch'] for b in blocks])} "
+                f"| {arm} | `{data}` | {_mean_interval(column('return_per_step'), 4)} "
+                f"| {_mean_interval(column('agent_r2_within_branch'))} "
+                f"| {_mean_interval(column('untrained_r2_within_branch'))} "
+                f"| {_with_p(column('agent_minus_untrained_within_branch'))} "
                 f"| {_mean_interval(best)} ({', '.join(map(str, ks))}) "
-                f"| {_with_p([b['agent_minus_best_window_within_branch'] for b in blocks])} "
+                f"| {_with_p(column('agent_minus_best_window_within_branch'))} "
                 f"| {_mean_interval(tokens)} ({', '.join(map(str, tks))}) "
-                f"| {_with_p([b['agent_minus_best_tokens_window_within_branch'] for b in blocks])} "
-                f"| {', '.join(str(b['action_branches_added']) for b in blocks)} |"
+                f"| {_with_p(column('agent_minus_best_tokens_window_within_branch'))} "
+                f"| {', '.join(map(str, column('action_branches_added')))} |"
             )
     return "\n".join(lines)
 
@@ -788,7 +792,7 @@ def original_table(
     for arm in arms:
         arm_runs = [run for run in runs if run.arm == arm]
         figures = [f for f in record["figures"] if f["arm"] == arm]
-        steps = int(arm_runs[0].result["env_steps"])
+        steps = int(arm_runs[0].result.value("env_steps"))
         curves = [f for f in figures if isinstance(f["env_steps"], int)]
         after = min({f["env_steps"] for f in curves if f["env_steps"] > steps and f["seed"] == 0})
         nearest = [
@@ -800,8 +804,8 @@ def original_table(
             key: [_checkpoints(run)[steps][ours_key]["value"] for run in arm_runs]
             for key, (ours_key, _) in ORIGINAL_QUANTITIES.items()
         }
-        sampled = [run.result["return_per_step"]["sampled"] for run in arm_runs]
-        greedy = [run.result["return_per_step"]["greedy"] for run in arm_runs]
+        sampled = [run.result.value("return_per_step/sampled") for run in arm_runs]
+        greedy = [run.result.value("return_per_step/greedy") for run in arm_runs]
         step_text = f"{steps:,} / {nearest[0]['env_steps']:,}"
         unmatched_causes = _causes(record, None)
         rows = [
@@ -929,29 +933,35 @@ def _one_sided_p(values: Sequence[float]) -> float | None:
     return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
 
 
-def incremental_rows(headlines: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def incremental_ks(result: Results, key: str = INCREMENTAL_KEY) -> list[int]:
+    """The k of the run's result.json `<key>/k<k>/...` metrics (incremental.headline), in
+    order; [] for a run without the test."""
+    ks = {int(name.split("/")[1][1:]) for name in result if name.startswith(f"{key}/k")}
+    return sorted(ks)
+
+
+def incremental_rows(
+    results: Sequence[Results], key: str = INCREMENTAL_KEY
+) -> dict[str, list[dict[str, Any]]]:
     """Across seeds, per quantity+score and k (the k every run has): {k, n, mean, low, high,
     values, p (one-sided t, mean > 0), p_holm (Holm over k of that quantity and score)} from
-    each run's result.json `incremental_r2` headline."""
+    each run's result.json `<key>/k<k>/<quantity>` metrics."""
     from rl_harness.analysis.comparison import mean_interval
 
-    ks = sorted({key for run in headlines for key in run}, key=lambda key: int(key[1:]))
-    ks = [key for key in ks if all(key in run for run in headlines)]
+    per_run = [set(incremental_ks(result, key)) for result in results]
+    ks = sorted(set.intersection(*per_run)) if per_run else []
     out: dict[str, list[dict[str, Any]]] = {}
     for quantity in INCREMENT_QUANTITIES:
         for suffix in INCREMENT_SCORES:
             name = f"{quantity}{suffix}"
             rows = []
-            for key in ks:
-                values = [
-                    run[key][name]["value"]
-                    for run in headlines
-                    if (run[key].get(name) or {}).get("value") is not None
-                ]
+            for k in ks:
+                found = [result.optional(f"{key}/k{k}/{name}") for result in results]
+                values = [value for value in found if value is not None]
                 summary = mean_interval(values)
                 rows.append(
                     {
-                        "k": int(key[1:]),
+                        "k": k,
                         "n": summary.n,
                         "mean": summary.mean,
                         "low": summary.low,
@@ -1000,8 +1010,8 @@ def memory_returns_table(runs: Sequence[StudyRun]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        value = run.result["return_per_step"]["greedy"]
-        sampled = run.result["return_per_step"].get("sampled")
+        value = run.result.value("return_per_step/greedy")
+        sampled = run.result.optional("return_per_step/sampled")
         sampled_cells = (
             "- | - | - | -"
             if sampled is None
@@ -1046,9 +1056,9 @@ def stack3_gap_tests(
     for arm in _arms(runs):
         for policy in ("greedy", "sampled"):
             gaps = [
-                r.result["return_per_step"][policy] - values["stack_3"]
+                r.result.value(f"return_per_step/{policy}") - values["stack_3"]
                 for r in runs
-                if r.arm == arm and r.result["return_per_step"].get(policy) is not None
+                if r.arm == arm and r.result.optional(f"return_per_step/{policy}") is not None
             ]
             tests[(arm, policy)] = {"gaps": gaps, "p": _one_sided_p(gaps)}
     adjusted = holm_adjust([entry["p"] for entry in tests.values()])
@@ -1057,13 +1067,12 @@ def stack3_gap_tests(
     return tests
 
 
-def _estimate(block: Mapping[str, Any], name: str) -> str:
-    estimate = block.get(name) or {}
-    if estimate.get("value") is None:
+def _estimate(result: Results, name: str) -> str:
+    estimate = result.get(name)
+    if estimate is None or estimate.value is None:
         return "-"
     return (
-        f"{_f(estimate['value'], 3, True)} [{_f(estimate.get('low'), 3, True)}, "
-        f"{_f(estimate.get('high'), 3, True)}]"
+        f"{_f(estimate.value, 3, True)} [{_f(estimate.low, 3, True)}, {_f(estimate.high, 3, True)}]"
     )
 
 
@@ -1087,20 +1096,22 @@ def memory_incremental_runs_table(runs: Sequence[StudyRun], key: str = INCREMENT
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        headline = run.result.get(key)
-        if headline is None:
+        ks = incremental_ks(run.result, key)
+        if not ks:
             lines.append(f"| {run.arm} | {run.seed} | missing: no `{key}` | | | | | | |")
             continue
-        for k_key in sorted(headline, key=lambda k: int(k[1:])):
-            block = headline[k_key]
+        for k in ks:
             for suffix, score in INCREMENT_SCORES.items():
+                increment, minus = f"agent_increment{suffix}", f"agent_minus_control{suffix}"
+                name = f"{key}/k{k}/{{}}".format
+                optional = run.result.optional
                 lines.append(
-                    f"| {run.arm} | {run.seed} | {k_key[1:]} | {score} | "
-                    f"{_f(block.get(f'r2_window{suffix}'))} | "
-                    f"{_estimate(block, f'agent_increment{suffix}')} | "
-                    f"{_p(block.get(f'agent_increment{suffix}_p_holm'))} | "
-                    f"{_estimate(block, f'agent_minus_control{suffix}')} | "
-                    f"{_p(block.get(f'agent_minus_control{suffix}_p_holm'))} |"
+                    f"| {run.arm} | {run.seed} | {k} | {score} | "
+                    f"{_f(optional(name(f'r2_window{suffix}')))} | "
+                    f"{_estimate(run.result, name(increment))} | "
+                    f"{_p(optional(name(f'{increment}_p_holm')))} | "
+                    f"{_estimate(run.result, name(minus))} | "
+                    f"{_p(optional(name(f'{minus}_p_holm')))} |"
                 )
     return "\n".join(lines)
 
@@ -1110,7 +1121,9 @@ def memory_increments(
 ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """{arm: incremental_rows of its runs that have `key`}."""
     return {
-        arm: incremental_rows([r.result[key] for r in runs if r.arm == arm and r.result.get(key)])
+        arm: incremental_rows(
+            [r.result for r in runs if r.arm == arm and incremental_ks(r.result, key)], key
+        )
         for arm in _arms(runs)
     }
 
@@ -1131,7 +1144,7 @@ def memory_incremental_seeds_table(runs: Sequence[StudyRun], key: str = INCREMEN
         "| arm | quantity | score | k | mean [95% t] (n) | p | p (Holm over k) | per seed |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    if not any(run.result.get(key) for run in runs):
+    if not any(incremental_ks(run.result, key) for run in runs):
         return "\n".join([*lines, f"| no run has `{key}` | | | | | | | |"])
     for arm, table in memory_increments(runs, key).items():
         for name, rows in table.items():
@@ -1171,7 +1184,7 @@ def memory_arm_tests(runs: Sequence[StudyRun]) -> list[dict[str, Any]]:
             ("agent_minus_untrained_within_branch", "agent - untrained, within-branch R²"),
         ):
             differences = [
-                _controls(by[(second, s)], data)[key] - _controls(by[(first, s)], data)[key]
+                _controls(by[(second, s)], data, key) - _controls(by[(first, s)], data, key)
                 for s in seeds
             ]
             test = seed_test(differences) if differences else None

@@ -41,7 +41,14 @@ from typing import Any
 import numpy as np
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rl_harness import ENV_STEPS_KEY, ITERATION_KEY, CheckpointSchedule, RunContext, write_json
+from rl_harness import (
+    ENV_STEPS_KEY,
+    ITERATION_KEY,
+    CheckpointSchedule,
+    Results,
+    RunContext,
+    write_json,
+)
 from rl_harness.analysis import (
     ProbeSettings,
     Rollouts,
@@ -378,12 +385,15 @@ def analyze(context: RunContext, plan: Any) -> dict[str, Any]:
     return record
 
 
-def summary(record: Mapping[str, Any]) -> dict[str, Any]:
+def summary(iterations: int, record: Mapping[str, Any]) -> Results:
+    """result.json: the run's headline metrics, each named once (the keys result.json had
+    before named metrics); probe_metrics.json stays the full record."""
     final = record["final"]
-    return {
-        "bayes_optimal_accuracy": record["ceilings"]["bayes_optimal_accuracy"],
-        "accuracy": final["scores"]["accuracy"],
-        "exact_accuracy": final["scores"]["exact_accuracy"],
-        "r2_pooled": final["probe"]["r2_pooled"],
-        "checkpoints": len(record["probes"]),
-    }
+    out = Results()
+    out.add("iterations", iterations)
+    out.add("bayes_optimal_accuracy", record["ceilings"]["bayes_optimal_accuracy"])
+    out.add("accuracy", final["scores"]["accuracy"])
+    out.add("exact_accuracy", final["scores"]["exact_accuracy"])
+    out.add("r2_pooled", final["probe"]["r2_pooled"])
+    out.add("checkpoints", len(record["probes"]))
+    return out

@@ -24,6 +24,7 @@ from rl_harness import (
     ENV_STEPS_KEY,
     ITERATION_KEY,
     RETURN_KEY,
+    Results,
     RunContext,
     RunResult,
     learner_key,
@@ -237,12 +238,14 @@ def analyze(
     return record
 
 
-def summary(result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
-    """The compact result a leaf's run() returns (the harness stores it as result.json)."""
-    return {
-        "iterations": result.iterations,
-        "env_steps": record["env_steps"],
-        "probe_r2_pooled": record["probe"]["r2_pooled"],
-        "reward_per_step": record["reward_per_step"],
-        "analysis_wall_time_s": record["analysis_wall_time_s"],
-    }
+def summary(result: RunResult, record: dict[str, Any]) -> Results:
+    """result.json: the run's headline metrics, each named once (the keys result.json had
+    before named metrics, "/" for a group); probe_metrics.json stays the full record."""
+    out = Results()
+    out.add("iterations", result.iterations)
+    out.add("env_steps", record["env_steps"])
+    out.add("probe_r2_pooled", record["probe"]["r2_pooled"])
+    for name, value in record["reward_per_step"].items():
+        out.add(f"reward_per_step/{name}", value)
+    out.add("analysis_wall_time_s", record["analysis_wall_time_s"])
+    return out

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rl_harness import Results, read_results
 from rl_harness.analysis import holm_adjust, readme_main, seed_test
 
 STUDY_DIR = Path(__file__).resolve().parent
@@ -61,7 +62,7 @@ class StudyRun:
     run_id: str
     manifest: Mapping[str, Any]
     config: Mapping[str, Any]
-    result: Mapping[str, Any]
+    result: Results  # result.json's named metrics (an older nested one read by key path)
     probe: Mapping[str, Any]
     yardstick: Mapping[str, Any]
 
@@ -81,7 +82,7 @@ def read_run(folder: Path) -> StudyRun:
         run_id=folder.name,
         manifest=manifest,
         config=_read(folder / "config.json"),
-        result=_read(folder / "result.json"),
+        result=read_results(folder),
         probe=_read(folder / "probe_metrics.json"),
         yardstick=_read(folder / "yardstick.json"),
     )
@@ -321,12 +322,12 @@ def runs_table(runs: Sequence[StudyRun]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        r = run.result
+        r = run.result.value  # each metric of the run's result.json, by name
         lines.append(
             f"| {run.arm} | {_init(run)} | {run.seed} | `{run.run_id}` | "
-            f"{r['greedy_accuracy']:.4f} | {r['fraction_of_bayes_optimal']:.3f} | "
-            f"{r['probe_r2']:.4f} | {r['probe_r2_within_branch']:.3f} | "
-            f"{r['step0_probe_r2_within_branch']:.3f} | {r['training_wall_time_s'] / 60:.1f} |"
+            f"{r('greedy_accuracy'):.4f} | {r('fraction_of_bayes_optimal'):.3f} | "
+            f"{r('probe_r2'):.4f} | {r('probe_r2_within_branch'):.3f} | "
+            f"{r('step0_probe_r2_within_branch'):.3f} | {r('training_wall_time_s') / 60:.1f} |"
         )
     return "\n".join(lines)
 
@@ -348,8 +349,8 @@ def seeds_table(runs: Sequence[StudyRun]) -> str:
         results = [run.result for run in runs if run.arm == arm]
         lines.append(
             f"| {arm} | {len(results)} | "
-            f"{_mean_interval([r['probe_r2_within_branch'] for r in results], 3)} | "
-            f"{_mean_interval([r['greedy_accuracy'] for r in results], 4)} |"
+            f"{_mean_interval([r.value('probe_r2_within_branch') for r in results], 3)} | "
+            f"{_mean_interval([r.value('greedy_accuracy') for r in results], 4)} |"
         )
     return "\n".join(lines)
 
@@ -364,9 +365,9 @@ def gains_table(runs: Sequence[StudyRun]) -> str:
     ]
     for arm in _arms(runs):
         arm_runs = [run for run in runs if run.arm == arm]
-        end = [run.result["probe_r2_within_branch"] for run in arm_runs]
+        end = [run.result.value("probe_r2_within_branch") for run in arm_runs]
         for label, other in (
-            ("its step 0", [run.result["step0_probe_r2_within_branch"] for run in arm_runs]),
+            ("its step 0", [run.result.value("step0_probe_r2_within_branch") for run in arm_runs]),
             (
                 "raw window, affine",
                 [run.yardstick["raw_window_affine"]["r2_within_branch"] for run in arm_runs],

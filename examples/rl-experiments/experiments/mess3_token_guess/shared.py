@@ -49,6 +49,7 @@ from rl_harness import (
     ENV_STEPS_KEY,
     ITERATION_KEY,
     CheckpointSchedule,
+    Results,
     RunContext,
     write_json,
 )
@@ -412,7 +413,7 @@ def write_result(context: RunContext) -> dict[str, Any]:
     """The `result` stage: result.json (`summary`) from the run's probe_metrics.json; its
     iterations are the last metrics row's (the trainer's count, what run_algorithm returns)."""
     record = json.loads((context.results_dir / "probe_metrics.json").read_text(encoding="utf-8"))
-    result = summary(record["training_iterations"], record)
+    result = summary(record["training_iterations"], record).to_json()
     write_json(context.results_dir / "result.json", result)
     return result
 
@@ -553,31 +554,26 @@ def plot_training(
 # ---------------------------------------------------------------------------- summary
 
 
-def summary(iterations: int | None, record: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact result a leaf's run() returns (the harness stores it as result.json)."""
+def summary(iterations: int | None, record: Mapping[str, Any]) -> Results:
+    """result.json: the run's headline metrics, each named once (the keys result.json had
+    before named metrics). The probe over training stays in probe_metrics.json
+    (`checkpoints`; `compare --metric probe_metrics.json:checkpoints[-1]/r2` reads it)."""
     points = record["checkpoints"]
     last = points[-1]
     # A resumed run has no step-0 checkpoint: its step-0 fields are None, not its first probe.
     first = points[0] if points[0]["iteration"] == 0 else {}
-    return {
-        "iterations": iterations,
-        "env_steps": record["env_steps"],
-        "bayes_optimal_accuracy": record["ceilings"]["bayes_optimal_accuracy"],
-        "newest_token_accuracy": record["ceilings"]["newest_token_accuracy"],
-        "greedy_accuracy": last["greedy_accuracy"],
-        "fraction_of_bayes_optimal": last["fraction_of_bayes_optimal"],
-        "probe_r2": last["r2"],
-        "probe_r2_within_branch": last["r2_within_branch"],
-        "step0_greedy_accuracy": first.get("greedy_accuracy"),
-        "step0_probe_r2": first.get("r2"),
-        "step0_probe_r2_within_branch": first.get("r2_within_branch"),
-        "over_training": [
-            {
-                key: point[key]
-                for key in ("iteration", "env_steps", "greedy_accuracy", "r2", "r2_within_branch")
-            }
-            for point in points
-        ],
-        "training_wall_time_s": record["training_wall_time_s"],
-        "analysis_wall_time_s": record["analysis_wall_time_s"],
-    }
+    out = Results()
+    out.add("iterations", iterations)
+    out.add("env_steps", record["env_steps"])
+    out.add("bayes_optimal_accuracy", record["ceilings"]["bayes_optimal_accuracy"])
+    out.add("newest_token_accuracy", record["ceilings"]["newest_token_accuracy"])
+    out.add("greedy_accuracy", last["greedy_accuracy"])
+    out.add("fraction_of_bayes_optimal", last["fraction_of_bayes_optimal"])
+    out.add("probe_r2", last["r2"])
+    out.add("probe_r2_within_branch", last["r2_within_branch"])
+    out.add("step0_greedy_accuracy", first.get("greedy_accuracy"))
+    out.add("step0_probe_r2", first.get("r2"))
+    out.add("step0_probe_r2_within_branch", first.get("r2_within_branch"))
+    out.add("training_wall_time_s", record["training_wall_time_s"])
+    out.add("analysis_wall_time_s", record["analysis_wall_time_s"])
+    return out

@@ -7,6 +7,7 @@ from typing import Any
 
 from rl_harness.harness.console import text_table
 from rl_harness.harness.metrics import flatten
+from rl_harness.harness.results import Results, is_named
 from rl_harness.harness.runtools.records import HEADLINE_METRIC, RunRecord
 
 SHORT = 8  # characters of a commit or sha256 worth showing
@@ -165,7 +166,10 @@ def _metrics_lines(record: RunRecord) -> list[str]:
     rows = record.metrics_rows
     lines = [f"final metrics ({len(rows)} rows in metrics.jsonl):" if final else "no metrics"]
     lines += _key_values(final)
-    if isinstance(record.result, dict):
+    if is_named(record.result):  # named metrics (results.py): each value by its name
+        lines.append("result.json:")
+        lines += _key_values({k: m.value for k, m in Results.from_json(record.result).items()})
+    elif isinstance(record.result, dict):
         lines.append("result.json:")
         lines += _key_values(flatten(record.result))  # nested mappings as a/b keys
     return lines

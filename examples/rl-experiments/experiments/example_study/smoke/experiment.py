@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from rl_harness import RETURN_KEY, Recipe, RunContext, run_algorithm
+from rl_harness import RETURN_KEY, Recipe, Results, RunContext, run_algorithm
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext[Budget]) -> dict:
+def run(context: RunContext[Budget]) -> Results:
     plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
@@ -48,10 +48,11 @@ def run(context: RunContext[Budget]) -> dict:
         stop=plan.iterations,
         checkpoint_every=plan.checkpoint_every,
     )
-    return {
-        "iterations": result.iterations,
-        "episode_return_mean": result.final_metrics.get(RETURN_KEY),
-    }
+    # result.json: each headline number named once (`rl-harness compare --metric NAME`).
+    results = Results()
+    results.add("iterations", result.iterations)
+    results.add("episode_return_mean", result.final_metrics.get(RETURN_KEY))
+    return results
 
 
 # What the harness reads: the budgets, chosen by name, never by the hardware: `--smoke`

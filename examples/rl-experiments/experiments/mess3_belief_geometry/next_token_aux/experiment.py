@@ -103,4 +103,4 @@ def run(context: RunContext[Budget]) -> dict:
     return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)

@@ -91,4 +91,10 @@ def run(context: RunContext[Budget]) -> dict:
     return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, headline=HEADLINE)
+RECIPE = Recipe(
+    run=run,
+    budgets=BUDGETS,
+    default=DEFAULT_BUDGET,
+    headline=HEADLINE,
+    stages=ANALYSIS_STAGES,
+)

@@ -62,7 +62,15 @@ from typing import Any
 
 from experiments.mess3_belief_geometry import controls, incremental, report, task
 from experiments.synthesis_budgets import BUDGETS, DEFAULT_BUDGET, Pool, run_budget
-from rl_harness import Recipe, RunContext, load_manifest, write_json
+from rl_harness import (
+    MetricNotFound,
+    Recipe,
+    Results,
+    RunContext,
+    load_manifest,
+    read_results,
+    write_json,
+)
 from rl_harness.analysis.comparison import (
     compare_runs,
     comparison_markdown,
@@ -119,12 +127,13 @@ def metric_keys(folders: list[Path]) -> list[str]:
         f"{controls.KEY}/{name}/{key}" for name in controls.DATA_SETS for key in DATA_SET_METRICS
     ]
     for index, folder in enumerate(folders):
-        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        result = read_results(folder)
         for group in PER_RUN_GROUPS:
-            keys = list(result.get(group) or {})
+            keys = [
+                name.removeprefix(f"{group}/") for name in result if name.startswith(f"{group}/")
+            ]
             common[group] = keys if index == 0 else [k for k in common[group] if k in keys]
-        blocks = result.get(controls.KEY) or {}
-        by_data = [k for k in by_data if k.split("/")[2] in blocks.get(k.split("/")[1], {})]
+        by_data = [k for k in by_data if k in result]
     per_run = [f"{group}/{key}" for group in PER_RUN_GROUPS for key in common.get(group, [])]
     return METRICS + per_run + by_data
 
@@ -274,7 +283,9 @@ def reviewed_tables(folders: Sequence[Path]) -> str:
         try:
             body = table(runs)
         except KeyError as error:  # a record these runs lack (older or smoke runs)
-            body = f"Not made for these runs ({type(error).__name__}: {error})."
+            # A metric their result.json lacks reads as the key it is (`MetricNotFound.name`).
+            what = KeyError(error.name) if isinstance(error, MetricNotFound) else error
+            body = f"Not made for these runs ({type(what).__name__}: {what})."
         sections.append(f"\n## {name}\n\n{body}\n")
     return "".join(sections)
 
@@ -297,17 +308,17 @@ def incremental_table(folders: list[Path]) -> dict[str, Any]:
     for path in folders:
         arm = path.parent.parent.name
         seed = (load_manifest(path) or {}).get("seed")
-        result = json.loads((path / "result.json").read_text(encoding="utf-8"))
+        result = read_results(path)
         entry = by_arm.setdefault(arm, {"seeds": [], "missing": [], "runs": []})
-        if incremental.KEY not in result:
+        if not report.incremental_ks(result, incremental.KEY):
             entry["missing"].append(path.name)
             continue
         entry["seeds"].append(seed)
-        entry["runs"].append(result[incremental.KEY])
+        entry["runs"].append(result)
     out: dict[str, Any] = {}
     for arm, entry in by_arm.items():
         headlines = entry.pop("runs")
-        out[arm] = entry | {"quantities": report.incremental_rows(headlines)}
+        out[arm] = entry | {"quantities": report.incremental_rows(headlines, incremental.KEY)}
     return {
         "test": "per arm and k: mean across seeds of each run's held-out quantity, 95% "
         "Student-t interval, one-sided one-sample t-test p of mean > 0 across seeds, Holm-"
@@ -356,7 +367,7 @@ def incremental_markdown(table: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(context: RunContext[Pool]) -> dict:
+def run(context: RunContext[Pool]) -> Results:
     root = study_root(context)
     budget = context.settings.runs_budget
     folders, other_budgets = run_folders(root, budget)
@@ -382,25 +393,25 @@ def run(context: RunContext[Pool]) -> dict:
         point: (lambda arm: arm) if point == "flagship" else (lambda arm, p=point: f"{arm}@{p}")
         for point in summaries
     }
-    return {
-        "runs": sum(summary["runs"] for summary in summaries.values()),
-        "arms": {
-            label[point](arm): n
-            for point, summary in summaries.items()
-            for arm, n in summary["arms"].items()
-        },
-        "budget": budget,
-        "left_out_other_budgets": other_budgets,
-        "points": summaries,
-        # The flagship's ceilings and returns (or the only point's, when no flagship run).
-        "solver_values": next(iter(summaries.values()))["solver_values"],
-        "greedy_return_per_step": {
-            label[point](arm): value
-            for point, summary in summaries.items()
-            for arm, value in summary["greedy_return_per_step"].items()
-        },
-        "files": files,
-    }
+    # result.json: each number named once; the runs' budget and the files written are notes.
+    results = Results(notes={"budget": budget, "left_out_other_budgets": other_budgets})
+    results.add("runs", sum(summary["runs"] for summary in summaries.values()))
+    for point, summary in summaries.items():
+        for arm, n in summary["arms"].items():
+            results.add(f"arms/{label[point](arm)}", n)
+    # The flagship's ceilings (or the only point's, when no flagship run).
+    for key, value in next(iter(summaries.values()))["solver_values"].items():
+        results.add(f"solver_values/{key}", value)
+    for point, summary in summaries.items():
+        for arm, value in summary["greedy_return_per_step"].items():
+            results.add(f"greedy_return_per_step/{label[point](arm)}", value)
+    for point, summary in summaries.items():
+        results.add(f"points/{point}/runs", summary["runs"])
+        for key, value in summary["solver_values"].items():
+            results.add(f"points/{point}/solver_values/{key}", value)
+        results.notes[f"points/{point}/solver_values"] = summary["solver_notes"]
+    results.notes["files"] = files
+    return results
 
 
 def write_point(
@@ -441,8 +452,8 @@ def write_point(
     return {
         "runs": len(comparison.runs),
         "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
-        "solver_values": {key: values.get(key) for key in task.REFERENCES}
-        | {"converged": values.get("converged"), "problem": values.get("problem")},
+        "solver_values": {key: values.get(key) for key in task.REFERENCES},
+        "solver_notes": {"converged": values.get("converged"), "problem": values.get("problem")},
         "greedy_return_per_step": {
             arm.arm: arm.metrics["return_per_step/greedy"].mean for arm in comparison.arms
         },

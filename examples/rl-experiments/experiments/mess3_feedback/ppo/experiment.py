@@ -25,7 +25,7 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_feedback import shared
-from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness import Recipe, Results, RunContext, run_algorithm
 from rl_harness.envs.hmm import ENV_ID
 from rl_harness.learners.models import TransformerActorCritic
 
@@ -150,7 +150,7 @@ def build_config(plan: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext[Budget]) -> dict:
+def run(context: RunContext[Budget]) -> Results:
     plan = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(
         build_config(plan),
@@ -159,7 +159,7 @@ def run(context: RunContext[Budget]) -> dict:
         checkpoint_schedule=shared.checkpoint_schedule(),
     )
     record = shared.analyze(context, plan)
-    return {"iterations": result.iterations} | shared.summary(record)
+    return shared.summary(result.iterations, record)
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)

@@ -35,7 +35,7 @@ from experiments.mess3_next_token.spec import (  # noqa lines: tests and tools r
     SMOKE,  # noqa: F401
     Budget,
 )
-from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness import Recipe, Results, RunContext, run_algorithm
 from rl_harness.learners.models import GRUActorCritic, NextTokenAuxHeadMixin
 from rl_harness.losses import InfoTargetsToBatch, NextTokenAuxLossMixin
 
@@ -69,7 +69,7 @@ def build_config(budget: Budget) -> PPOConfig:
     )
 
 
-def run(context: RunContext[Budget]) -> dict:
+def run(context: RunContext[Budget]) -> Results:
     budget = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(build_config(budget), context, stop=budget.iterations)
     record = shared.analyze(

@@ -30,7 +30,7 @@ from experiments.mess3_next_token.spec import (  # noqa lines: tests and tools r
     SMOKE,  # noqa: F401
     Budget,
 )
-from rl_harness import Recipe, RunContext, run_algorithm
+from rl_harness import Recipe, Results, RunContext, run_algorithm
 from rl_harness.learners.models import GRUActorCritic
 
 
@@ -44,7 +44,7 @@ def build_config(budget: Budget) -> PPOConfig:
     return spec.ppo_config(budget, module_spec())
 
 
-def run(context: RunContext[Budget]) -> dict:
+def run(context: RunContext[Budget]) -> Results:
     budget = context.settings  # the chosen budget, --set applied (the harness)
     result = run_algorithm(build_config(budget), context, stop=budget.iterations)
     record = shared.analyze(

@@ -105,4 +105,4 @@ def run(
     return dict(run_stages(context, analysis_stages(label))["result"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)

@@ -56,4 +56,4 @@ def run(context: RunContext[Budget]) -> dict:
     return ppo.run(context, model_config=MODEL_CONFIG, label="ppo_default_init")
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)

@@ -46,4 +46,4 @@ def run(context: RunContext[Budget]) -> dict:
     return ppo.run(context, model_config=MODEL_CONFIG, label="ppo_no_kl", build=build_config)
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)

@@ -63,7 +63,7 @@ from scipy import stats
 
 from experiments.mess3_token_guess import shared
 from experiments.synthesis_budgets import BUDGETS, DEFAULT_BUDGET, Pool, run_budget
-from rl_harness import Recipe, RunContext, load_manifest, write_json
+from rl_harness import Recipe, Results, RunContext, load_manifest, write_json
 from rl_harness.analysis.comparison import (
     Comparison,
     compare_runs,
@@ -570,7 +570,7 @@ def plot_over_training(path: Path, table: Mapping[str, Sequence[Mapping[str, Any
     return path
 
 
-def run(context: RunContext[Pool]) -> dict:
+def run(context: RunContext[Pool]) -> Results:
     root = study_root(context)
     budget = context.settings.runs_budget
     folders, other_budgets = run_folders(root, budget)
@@ -622,19 +622,20 @@ def run(context: RunContext[Pool]) -> dict:
         + over_training_markdown(table),
         encoding="utf-8",
     )
-    return {
-        "runs": len(comparison.runs),
-        "arms": {arm.arm: arm.n_runs for arm in comparison.arms},
-        "bayes_optimal_accuracy": shared.ceilings()["bayes_optimal_accuracy"],
-        "greedy_accuracy": {
-            arm.arm: arm.metrics["greedy_accuracy"].mean for arm in comparison.arms
-        },
-        "probe_r2_within_branch": {
-            arm.arm: arm.metrics["probe_r2_within_branch"].mean for arm in comparison.arms
-        },
+    # result.json: each number named once; budgets, library files and files written: notes.
+    results = Results()
+    results.add("runs", len(comparison.runs))
+    for arm in comparison.arms:
+        results.add(f"arms/{arm.arm}", arm.n_runs)
+    results.add("bayes_optimal_accuracy", shared.ceilings()["bayes_optimal_accuracy"])
+    for name in ("greedy_accuracy", "probe_r2_within_branch"):
+        for arm in comparison.arms:
+            results.add(f"{name}/{arm.arm}", arm.metrics[name].mean)
+    for commit, ids in differences["commits"].items():
+        results.add(f"library_commits/{commit}", len(ids))
+    results.notes |= {
         "budget": budget,
         "left_out_other_budgets": other_budgets,
-        "library_commits": {c: len(ids) for c, ids in differences["commits"].items()},
         "library_files_differing": differences["differing_files"],
         "files": [path.name for path in [study_table, *files]]
         + [
@@ -646,6 +647,7 @@ def run(context: RunContext[Pool]) -> dict:
         ],
         "earlier_code_runs": sorted(path.name for path in earlier),
     }
+    return results
 
 
 RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET)
