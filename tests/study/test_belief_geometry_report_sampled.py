@@ -6,6 +6,7 @@ policies' return against the best stack-3 table with Holm over every arm and pol
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from experiments.mess3_belief_geometry import incremental, report
@@ -122,10 +123,17 @@ def test_the_stricter_family_corrects_every_b_minus_c_test_at_once() -> None:
     record, and the count of runs whose per-run interval is above zero everywhere."""
     key = report.INCREMENTAL_SAMPLED_KEY
     committed = report.load_runs(report.MEMORY_RUNS)
-    runs = [r for r in committed if r.result.get(key)]
+    # Each run's result.json as written (read here as plain JSON, not through the report).
+    study = report.README.parent
+    raw = {
+        r.run_id: json.loads((study / r.arm / "results" / r.run_id / "result.json").read_text())
+        for r in committed
+    }
+    runs = [r for r in committed if raw[r.run_id].get(key)]
+    assert runs
     p_values = []
     for arm in sorted({r.arm for r in runs}):
-        records = [r.result[key] for r in runs if r.arm == arm]
+        records = [raw[r.run_id][key] for r in runs if r.arm == arm]
         for name in ("agent_minus_control", "agent_minus_control_within_branch"):
             for k in sorted(records[0], key=lambda k: int(k[1:])):
                 values = [record[k][name]["value"] for record in records]
@@ -137,7 +145,7 @@ def test_the_stricter_family_corrects_every_b_minus_c_test_at_once() -> None:
     above = sum(
         all(
             entry["low"] > 0.0
-            for block in r.result[key].values()
+            for block in raw[r.run_id][key].values()
             for name, entry in block.items()
             if name in ("agent_minus_control", "agent_minus_control_within_branch")
         )

@@ -1269,22 +1269,22 @@ def memory_control_family(runs: Sequence[StudyRun]) -> list[str]:
             }
         )
         smallest = min((p for p in adjusted if p is not None), default=None)
-        headlines = [run.result[key] for run in runs if run.result.get(key)]
-        above = sum(
-            all(
-                (entry.get("low") or 0.0) > 0.0
-                for k_block in headline.values()
-                for name, entry in k_block.items()
-                if name.startswith(quantity) and isinstance(entry, Mapping)
-            )
-            for headline in headlines
-        )
+        tested = [run.result for run in runs if incremental_ks(run.result, key)]
+        names = [f"{quantity}{suffix}" for suffix in INCREMENT_SCORES]
+        above = 0
+        for result in tested:
+            estimates = [
+                result.get(f"{key}/k{k}/{name}")
+                for k in incremental_ks(result, key)
+                for name in names
+            ]
+            above += all(e is not None and e.low is not None and e.low > 0.0 for e in estimates)
         verdict = f"shown at {', '.join(shown)}" if shown else "not shown at any k"
         lines.append(
             f"- {rollouts} rollouts, b - c with Holm over all {len(tests)} b - c tests of the "
             f"seeds table (both arms, both scores, every k; the stricter family): {verdict} "
             f"(smallest Holm p {_p(smallest)}). Runs whose per-run b - c interval is above "
-            f"zero at every k and score: {above} of {len(headlines)}."
+            f"zero at every k and score: {above} of {len(tested)}."
         )
     return lines
 
