@@ -17,8 +17,15 @@ TOKEN_GUESS = [
     for leaf in ("ppo", "ppo_default_init", "ppo_no_kl", "supervised")
 ]
 
+ACTION_SYMMETRY = [
+    f"experiments.mess3_action_symmetry.{leaf}.experiment"
+    for leaf in ("variant_2", "variant_2_no_delay")
+]
 
-@pytest.mark.parametrize("target", [*TRAINING_LEAVES.values(), *MEMORY, *TOKEN_GUESS])
+
+@pytest.mark.parametrize(
+    "target", [*TRAINING_LEAVES.values(), *MEMORY, *TOKEN_GUESS, *ACTION_SYMMETRY]
+)
 def test_a_training_leaf_declares_its_analysis_then_its_result(target):
     stages = leaf_stages(importlib.import_module(target))
     assert [stage.name for stage in stages] == ["analysis", "result"]

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from experiments.mess3_action_symmetry import report as action_symmetry
 from experiments.mess3_belief_geometry import report as flagship
 from experiments.mess3_feedback import report as feedback
 from experiments.mess3_token_guess import report as token_guess
@@ -21,7 +22,7 @@ from rl_harness.analysis import readme_main
 
 STUDIES = Path(flagship.STUDY_DIR).parent
 REPORTS = {"mess3_belief_geometry": flagship, "mess3_token_guess": token_guess}
-REPORTS_ALL = {**REPORTS, "mess3_feedback": feedback}
+REPORTS_ALL = {**REPORTS, "mess3_feedback": feedback, "mess3_action_symmetry": action_symmetry}
 
 # Tables that stay typed (their first row -> why): settings, definitions, exact ceilings
 # computed by the library (not runs), and one table whose runs left no record.
@@ -45,6 +46,9 @@ TYPED: dict[str, dict[str, str]] = {
         "| leaf | training | reward per step (Bayes-optimal 0.6834) | probe R² (pooled, held "
         "out, 95% CI over test episodes) | RMSE | unexplained variance |": "history: the runs' "
         "ids were not kept, so no record exists to generate it from (the README says so)",
+    },
+    "mess3_action_symmetry": {
+        "| part | choice (recorded in `task.py` / `spec.py`) |": "the setup",
     },
     "example_study": {},
 }

@@ -1,0 +1,92 @@
+"""The action-symmetry README's generated tables (issue 50 item 7): regenerated from the
+committed records (our runs named in report.RUNS, the original's in original_figures.json)
+they must equal the README's blocks; a leaf with no run says so; a run's record lands in
+its leaf's table beside the original's, and a changed original figure fails the check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from experiments.mess3_action_symmetry import report
+
+from rl_harness.analysis import readme_main, render_blocks
+
+
+@pytest.fixture(scope="module")
+def original() -> dict:
+    return report.load_original()
+
+
+def test_readme_tables_are_the_records(original) -> None:
+    text = report.README.read_text(encoding="utf-8")
+    assert render_blocks(text, report.blocks(report.load_runs(), original)) == text, (
+        "README tables differ from the records: "
+        "uv run python -m experiments.mess3_action_symmetry.report --write"
+    )
+    assert report.main(["--check"]) == 0
+
+
+def test_every_original_figure_in_the_tables_is_its_record(original) -> None:
+    tables = report.blocks([], original)
+    for run in original["runs"]:
+        table = tables[run["leaf"]]
+        assert f"blob/{run['commit']}/{run['path']}" in table
+        final = run["final"]
+        row = next(
+            line
+            for line in table.splitlines()
+            if line.endswith(f"{final['mse'] / final['branch_baseline_mse']:.1f} |")
+            and "final" in line
+        )
+        assert f"| {final['env_steps']:,} |" in row
+        assert f"| {final['reward_state_2_fraction_greedy']:.4f} |" in row
+        assert f"| {final['r_squared']:.4f} |" in row
+        assert "not run yet" in table  # no run of ours is named yet
+    assert "1 (42): no spread" in tables["spread"]
+
+
+def _fake_run(root, leaf: str, run_id: str, seed: int, result: dict) -> None:
+    folder = root / leaf / "results" / run_id
+    folder.mkdir(parents=True)
+    manifest = {"status": "completed", "seed": seed, "budget": {"name": "cpu", "settings": {}}}
+    (folder / "run_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")
+
+
+RESULT = {
+    "env_steps": 1_015_808,
+    "greedy_action_fractions": [0.0, 1.0, 0.0],
+    "reward_state_2_fraction_greedy": 0.25,
+    "oracle_agreement_greedy": 1.0,
+    "oracle_agreement_sampled": 0.9,
+    "greedy_noop_by_hidden_state": [0.0, 0.0, 0.0],
+    "sampled_noop_by_hidden_state": [0.01, 0.02, None],
+    "probe_r2": 0.95,
+    "probe_mse": 0.001,
+    "branch_baseline_mse": 0.0001,
+}
+
+
+def test_a_named_run_lands_beside_the_original(tmp_path, original) -> None:
+    _fake_run(tmp_path, "variant_2", "run-a", 0, RESULT)
+    _fake_run(tmp_path, "variant_2", "run-b", 1, RESULT | {"reward_state_2_fraction_greedy": 0.27})
+    runs = report.load_runs({"variant_2": ("run-b", "run-a")}, root=tmp_path)
+    assert [run.seed for run in runs] == [0, 1]
+    tables = report.blocks(runs, original)
+    row = next(line for line in tables["variant_2"].splitlines() if "`run-a`" in line)
+    assert row.startswith("| ours `run-a` (cpu) | 0 | 1,015,808 | 0.000 / 1.000 / 0.000 |")
+    assert "| 1.000 / 0.900 |" in row and "0.010 / 0.020 / -" in row and row.endswith("| 10.0 |")
+    assert "not run yet" not in tables["variant_2"]
+    assert "not run yet" in tables["variant_2_no_delay"]
+    assert "| variant_2 | ours (cpu) | 2 | 0.260 (0.250-0.270) |" in tables["spread"]
+
+
+def test_a_changed_original_figure_fails_the_check(tmp_path, original, capsys) -> None:
+    readme = tmp_path / "README.md"
+    shutil.copy(report.README, readme)
+    changed = json.loads(json.dumps(original))
+    changed["runs"][0]["final"]["r_squared"] += 0.01
+    assert readme_main(readme, lambda: report.blocks([], changed), prog="r", argv=["--check"]) == 1
+    assert "generated tables differ" in capsys.readouterr().err
