@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from experiments.mess3_action_symmetry import report, shared, spec
+from experiments.mess3_action_symmetry import report, shared, spec, task
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+from rl_harness import read_results
 from rl_harness.analysis.checkpoints import MODULE_SUBDIR
 from rl_harness.envs.hmm import HMMVectorEnv
 
@@ -94,11 +95,14 @@ def test_the_analysis_stages_write_the_originals_figures(tmp_path, delay):
     assert 0.0 < final["reference_value"]["value"] < 1.0
     assert record["training_curve"] == [{"iteration": 1, "env_steps": 2048, "return_per_step": 0.2}]
     # The result stage and the README row built from it.
-    result = shared.write_result(context)
-    assert result == json.loads((context.results_dir / "result.json").read_text())
-    assert result["checkpoints"] == 2 and result["env_steps"] == 2048
-    assert result["oracle_agreement_greedy"] == final["greedy"]["agreement"]
-    assert result["probe_r2"] == probes[-1]["r2_pooled"]["value"]
+    written = shared.write_result(context)
+    assert written == json.loads((context.results_dir / "result.json").read_text())
+    result = read_results(context.results_dir)
+    assert result.value("checkpoints") == 2 and result.value("env_steps") == 2048
+    assert result.value("oracle_agreement_greedy") == final["greedy"]["agreement"]
+    assert result.value("probe_r2") == probes[-1]["r2_pooled"]["value"]
+    fractions = [result.value(f"greedy_action_fraction/{a}") for a in task.ACTION_NAMES]
+    assert fractions == final["greedy"]["fractions"]
     run = report.StudyRun(leaf=leaf.label, seed=7, run_id="run", budget="smoke", result=result)
     row = report.our_row(run)
     assert row.startswith("| ours `run` (smoke) | 7 | 2,048 |") and row.count("|") == 12

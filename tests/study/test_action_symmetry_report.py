@@ -11,6 +11,7 @@ import shutil
 import pytest
 from experiments.mess3_action_symmetry import report
 
+from rl_harness import Results
 from rl_harness.analysis import readme_main, render_blocks
 
 
@@ -55,23 +56,35 @@ def _fake_run(root, leaf: str, run_id: str, seed: int, result: dict) -> None:
     (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")
 
 
-RESULT = {
-    "env_steps": 1_015_808,
-    "greedy_action_fractions": [0.0, 1.0, 0.0],
-    "reward_state_2_fraction_greedy": 0.25,
-    "oracle_agreement_greedy": 1.0,
-    "oracle_agreement_sampled": 0.9,
-    "greedy_noop_by_hidden_state": [0.0, 0.0, 0.0],
-    "sampled_noop_by_hidden_state": [0.01, 0.02, None],
-    "probe_r2": 0.95,
-    "probe_mse": 0.001,
-    "branch_baseline_mse": 0.0001,
-}
+def _result(**changed: float) -> dict:
+    """A result.json in the named form the study writes (shared.summary)."""
+    values = {
+        "env_steps": 1_015_808,
+        "greedy_action_fraction/noop": 0.0,
+        "greedy_action_fraction/positive": 1.0,
+        "greedy_action_fraction/negative": 0.0,
+        "reward_state_2_fraction_greedy": 0.25,
+        "oracle_agreement_greedy": 1.0,
+        "oracle_agreement_sampled": 0.9,
+        "greedy_noop_fraction/state_0": 0.0,
+        "greedy_noop_fraction/state_1": 0.0,
+        "greedy_noop_fraction/state_2": 0.0,
+        "sampled_noop_fraction/state_0": 0.01,
+        "sampled_noop_fraction/state_1": 0.02,
+        "sampled_noop_fraction/state_2": None,
+        "probe_r2": 0.95,
+        "probe_mse": 0.001,
+        "branch_baseline_mse": 0.0001,
+    } | changed
+    results = Results()
+    for name, value in values.items():
+        results.add(name, value)
+    return results.to_json()
 
 
 def test_a_named_run_lands_beside_the_original(tmp_path, original) -> None:
-    _fake_run(tmp_path, "variant_2", "run-a", 0, RESULT)
-    _fake_run(tmp_path, "variant_2", "run-b", 1, RESULT | {"reward_state_2_fraction_greedy": 0.27})
+    _fake_run(tmp_path, "variant_2", "run-a", 0, _result())
+    _fake_run(tmp_path, "variant_2", "run-b", 1, _result(reward_state_2_fraction_greedy=0.27))
     runs = report.load_runs({"variant_2": ("run-b", "run-a")}, root=tmp_path)
     assert [run.seed for run in runs] == [0, 1]
     tables = report.blocks(runs, original)

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from rl_harness import read_results
 from tests.study.test_belief_geometry_smoke import smoke
 
 STUDY = "experiments.mess3_action_symmetry"
@@ -52,11 +53,11 @@ def test_a_leaf_smoke_writes_probes_and_readouts(tmp_path, leaf):
             assert block["reference_fractions"] == [0.0, 1.0, 0.0]
             assert block["agreement"] == pytest.approx(block["fractions"][1])
     assert 0.0 < final["reference_value"]["value"] < 1.0
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["iterations"] == 2 and result["checkpoints"] == 3
-    assert result["env_steps"] == 4096
+    result = read_results(run_dir)
+    assert result.value("iterations") == 2 and result.value("checkpoints") == 3
+    assert result.value("env_steps") == 4096
     assert (
-        result["reward_state_2_fraction_greedy"]
+        result.value("reward_state_2_fraction_greedy")
         == record["final"]["reward_state_2_fraction"]["greedy"]
     )
     assert len(record["training_curve"]) == 2

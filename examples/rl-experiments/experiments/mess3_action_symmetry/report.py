@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.mess3_action_symmetry.task import ACTION_NAMES
+from rl_harness import Results, read_results
 from rl_harness.analysis import readme_main
 
 STUDY_DIR = Path(__file__).resolve().parent
@@ -40,7 +42,7 @@ class StudyRun:
     seed: int
     run_id: str
     budget: str
-    result: Mapping[str, Any]
+    result: Results  # result.json's named metrics
 
 
 def _read(path: Path) -> Any:
@@ -57,7 +59,7 @@ def read_run(folder: Path) -> StudyRun:
         seed=int(manifest["seed"]),
         run_id=folder.name,
         budget=str(manifest["budget"]["name"]),
-        result=_read(folder / "result.json"),
+        result=read_results(folder),
     )
 
 
@@ -126,17 +128,23 @@ def _link(original: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     return f"https://github.com/{original['repository']}/blob/{run['commit']}/{run['path']}"
 
 
+def _named(result: Results, prefix: str, names: Sequence[str]) -> list[float | None]:
+    """The metrics `prefix/name` of each name, in order (None: undefined for the run)."""
+    return [result.value(f"{prefix}/{name}") for name in names]
+
+
 def our_row(run: StudyRun) -> str:
     r = run.result
+    states = [f"state_{s}" for s in range(3)]
     return (
-        f"| ours `{run.run_id}` ({run.budget}) | {run.seed} | {r['env_steps']:,} | "
-        f"{_fractions(r['greedy_action_fractions'])} | "
-        f"{_f(r['reward_state_2_fraction_greedy'])} | "
-        f"{_pair(r['oracle_agreement_greedy'], r['oracle_agreement_sampled'])} | "
-        f"{_fractions(r['greedy_noop_by_hidden_state'])} | "
-        f"{_fractions(r['sampled_noop_by_hidden_state'])} | "
-        f"{_f(r['probe_r2'])} | {_f(r['probe_mse'], 5)} | "
-        f"{_mse_ratio(r['probe_mse'], r['branch_baseline_mse'])} |"
+        f"| ours `{run.run_id}` ({run.budget}) | {run.seed} | {int(r.value('env_steps') or 0):,} | "
+        f"{_fractions(_named(r, 'greedy_action_fraction', ACTION_NAMES))} | "
+        f"{_f(r.value('reward_state_2_fraction_greedy'))} | "
+        f"{_pair(r.value('oracle_agreement_greedy'), r.value('oracle_agreement_sampled'))} | "
+        f"{_fractions(_named(r, 'greedy_noop_fraction', states))} | "
+        f"{_fractions(_named(r, 'sampled_noop_fraction', states))} | "
+        f"{_f(r.value('probe_r2'))} | {_f(r.value('probe_mse'), 5)} | "
+        f"{_mse_ratio(r.value('probe_mse'), r.value('branch_baseline_mse'))} |"
     )
 
 
@@ -175,9 +183,9 @@ def spread_table(runs: Sequence[StudyRun], original: Mapping[str, Any]) -> str:
             group = [run.result for run in ours if run.budget == budget]
             lines.append(
                 f"| {leaf} | ours ({budget}) | {len(group)} | "
-                f"{_spread([r['reward_state_2_fraction_greedy'] for r in group])} | "
-                f"{_spread([r['oracle_agreement_greedy'] for r in group])} | "
-                f"{_spread([r['probe_r2'] for r in group])} |"
+                f"{_spread([r.value('reward_state_2_fraction_greedy') for r in group])} | "
+                f"{_spread([r.value('oracle_agreement_greedy') for r in group])} | "
+                f"{_spread([r.value('probe_r2') for r in group])} |"
             )
         if not budgets:
             lines.append(f"| {leaf} | ours | 0 (not run yet) | - | - | - |")

@@ -42,6 +42,7 @@ from rl_harness import (
     LENGTH_KEY,
     RETURN_KEY,
     CheckpointSchedule,
+    Results,
     RunContext,
     write_json,
 )
@@ -284,46 +285,45 @@ def _fraction(block: Mapping[str, Any], group: str, action: int) -> float | None
     return None if entry is None else entry["fractions"][action]
 
 
-def summary(record: Mapping[str, Any]) -> dict[str, Any]:
-    """result.json: the last checkpoint's figures the README compares with the original's."""
+def summary(record: Mapping[str, Any]) -> Results:
+    """result.json: the last checkpoint's figures the README compares with the original's,
+    each named once (action shares by action name, noop shares by hidden state)."""
     probes = record["probes"]
     first, last = probes[0], probes[-1]
     readouts = record["final"]["policy_readouts"]
-    greedy, sampled = readouts["greedy"], readouts["sampled"]
-    return {
-        "leaf": record["leaf"],
-        "iterations": record["training_iterations"],
-        "env_steps": record["env_steps"],
-        "reward_state_2_fraction_greedy": record["final"]["reward_state_2_fraction"]["greedy"],
-        "reward_state_2_fraction_sampled": record["final"]["reward_state_2_fraction"]["sampled"],
-        "greedy_action_fractions": greedy["fractions"],
-        "sampled_action_fractions": sampled["fractions"],
-        "oracle_agreement_greedy": greedy["agreement"],
-        "oracle_agreement_sampled": sampled["agreement"],
-        "greedy_noop_by_hidden_state": [
-            _fraction(greedy["by_hidden_state"], str(s), 0) for s in range(3)
-        ],
-        "sampled_noop_by_hidden_state": [
-            _fraction(sampled["by_hidden_state"], str(s), 0) for s in range(3)
-        ],
-        "oracle_value": readouts["reference_value"]["value"],
-        "probe_r2": last["r2_pooled"]["value"] if last["r2_pooled"] else None,
-        "probe_mse": last["mse"],
-        "target_variance": last["target_variance"],
-        "branch_baseline_mse": last["branch_baseline_mse"],
-        "step0_probe_r2": first["r2_pooled"]["value"] if first["r2_pooled"] else None,
-        "step0_probe_mse": first["mse"],
-        "final_training_return_per_step": (
-            record["training_curve"][-1]["return_per_step"] if record["training_curve"] else None
-        ),
-        "checkpoints": len(probes),
-    }
+    out = Results(notes={"leaf": record["leaf"]})
+    out.add("iterations", record["training_iterations"])
+    out.add("env_steps", record["env_steps"])
+    for policy in ("greedy", "sampled"):
+        block = readouts[policy]
+        out.add(
+            f"reward_state_2_fraction_{policy}", record["final"]["reward_state_2_fraction"][policy]
+        )
+        for action, name in enumerate(task.ACTION_NAMES):
+            out.add(f"{policy}_action_fraction/{name}", block["fractions"][action])
+        out.add(f"oracle_agreement_{policy}", block["agreement"])
+        for state in range(3):
+            out.add(
+                f"{policy}_noop_fraction/state_{state}",
+                _fraction(block["by_hidden_state"], str(state), 0),
+            )
+    out.add("oracle_value", readouts["reference_value"]["value"])
+    out.add("probe_r2", last["r2_pooled"]["value"] if last["r2_pooled"] else None)
+    out.add("probe_mse", last["mse"])
+    out.add("target_variance", last["target_variance"])
+    out.add("branch_baseline_mse", last["branch_baseline_mse"])
+    out.add("step0_probe_r2", first["r2_pooled"]["value"] if first["r2_pooled"] else None)
+    out.add("step0_probe_mse", first["mse"])
+    curve = record["training_curve"]
+    out.add("final_training_return_per_step", curve[-1]["return_per_step"] if curve else None)
+    out.add("checkpoints", len(probes))
+    return out
 
 
 def write_result(context: RunContext) -> dict[str, Any]:
     """The `result` stage: result.json (`summary`) from the run's probe_metrics.json."""
     path = context.results_dir / "probe_metrics.json"
-    result = summary(json.loads(path.read_text(encoding="utf-8")))
+    result = summary(json.loads(path.read_text(encoding="utf-8"))).to_json()
     write_json(context.results_dir / "result.json", result)
     return result
 

@@ -39,6 +39,7 @@ ALPHA = 0.85
 EFFECT = 1.5  # the original's effect_size: the log-odds shift of entering state 2
 REWARD_STATE = 2
 N_ACTIONS = 3  # 0 noop, 1 positive, 2 negative (the original's RLlib action ids)
+ACTION_NAMES = ("noop", "positive", "negative")  # by action id (result.json's metric names)
 N_TOKENS = 3
 EPISODE_LENGTH = 1024  # the original env's
 MODEL = "rl_harness.envs.mess3:control_chain_model"

@@ -69,4 +69,5 @@ RECIPE = Recipe(
     },
     default="cpu",
     headline=("reward_state_2_fraction_greedy", "oracle_agreement_greedy", "probe_r2"),
+    stages=ANALYSIS_STAGES,
 )

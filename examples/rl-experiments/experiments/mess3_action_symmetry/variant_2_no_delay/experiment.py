@@ -55,4 +55,5 @@ RECIPE = Recipe(
     budgets={"smoke": spec.SMOKE, "full": spec.original(ORIGINAL_ENV_STEPS)},
     default="full",
     headline=("reward_state_2_fraction_greedy", "oracle_agreement_greedy", "probe_r2"),
+    stages=ANALYSIS_STAGES,
 )
