@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rl_harness.harness.configrecord import nested_lookup
 from rl_harness.harness.hardware import cpu_model, numerics_facts
 from rl_harness.harness.provenance import package_versions
 
@@ -46,21 +47,12 @@ class MachineDifference:
     b: Any
 
 
-def _lookup(record: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    value: Any = record
-    for part in key.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
-
-
 def machine_facts(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The MACHINE_FIELDS a manifest records; absent or None ones are left out (not known).
     A dict's entries are kept as they are, None too (an unset variable is a known value)."""
     facts: dict[str, Any] = {}
     for key in MACHINE_FIELDS:
-        found, value = _lookup(manifest, key)
+        found, value = nested_lookup(manifest, key)
         if isinstance(value, Mapping):
             facts.update({f"{key}.{name}": item for name, item in value.items()})
         elif found and value is not None:
