@@ -253,19 +253,18 @@ def numerics_facts() -> dict[str, Any]:
     """What, beyond the code, the seed and the thread count, can change float results between
     two machines (manifest `hardware.numerics`): the CPU features that choose kernels, the
     kernels torch and NumPy chose, their builds and BLAS libraries, and the variables that
-    override the choice. None where a fact cannot be read here (no /proc/cpuinfo, no torch)."""
-    return {**_numerics_facts(), "env": {name: os.environ.get(name) for name in KERNEL_ENV}}
-
-
-@functools.cache  # fixed for a process (torch and NumPy choose their kernels once, at import)
-def _numerics_facts() -> dict[str, Any]:
+    override the choice. None where a fact cannot be read here (no /proc/cpuinfo), and for
+    torch and NumPy while this process has not imported them: importing torch only to record
+    it took over a minute on a loaded 2-core host; the run's end record reads them again."""
     return {
         "cpu_flags": _cpu_kernel_flags(),
         **_torch_numerics(),
         **_numpy_numerics(),
+        "env": {name: os.environ.get(name) for name in KERNEL_ENV},
     }
 
 
+@functools.cache  # the CPU does not change under a running process
 def _cpu_kernel_flags() -> list[str] | None:
     """The kernel-choosing flags of /proc/cpuinfo ("flags" on x86, "Features" on Arm)."""
     try:
@@ -284,9 +283,8 @@ def _cpu_kernel_flags() -> list[str] | None:
 def _torch_numerics() -> dict[str, str | None]:
     """torch's build (`2.15.0+cu132`: the package version leaves the variant out), the CPU
     kernels it dispatches to (`get_cpu_capability`: DEFAULT, AVX2, AVX512, ...) and its BLAS."""
-    try:
-        import torch
-    except ImportError:
+    torch = sys.modules.get("torch")
+    if torch is None:
         return {"torch_build": None, "torch_cpu_capability": None, "torch_blas": None}
     config = torch.__config__.show()
     blas = re.search(r"BLAS_INFO=(\w+)", config)
@@ -303,9 +301,8 @@ def _torch_numerics() -> dict[str, str | None]:
 
 def _numpy_numerics() -> dict[str, Any]:
     """NumPy's BLAS (name and version) and the SIMD extensions it found on this CPU."""
-    try:
-        import numpy
-    except ImportError:
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
         return {"numpy_blas": None, "numpy_simd": None}
     config = numpy.show_config(mode="dicts") or {}
     blas = (config.get("Build Dependencies") or {}).get("blas") or {}

@@ -11,6 +11,8 @@ to hunt for the cause. A field an older manifest does not record is not compared
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,7 +63,11 @@ def machine_facts(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def this_machine() -> dict[str, Any]:
-    """MACHINE_FIELDS as a run started here now would record them."""
+    """MACHINE_FIELDS as a run here would record them at its end (torch and NumPy imported,
+    as a run imports them)."""
+    for name in ("numpy", "torch"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     return machine_facts(
         {
             "hardware": {
