@@ -61,6 +61,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,33 @@ class PeakRSS:
         self.sample()
 
 
+def previous_kv_acting(config: Any) -> None:
+    """The flagship's acting and GAE before issue 53 (the library at af63730), on a config
+    with store_kv_steps: RLlib's per-item acting pieces around the K/V steps (`batched=False`)
+    and RLlib's GAE piece with autograd on (training_split.py's "previous" path too)."""
+    import functools
+
+    from rl_harness.learners.connectors.kv_cache import (
+        KVCachePPOLearner,
+        kv_cache_env_to_module,
+        kv_steps_module_to_env,
+    )
+
+    class AutogradGAELearner(KVCachePPOLearner):
+        gae_without_autograd = False
+
+    config.env_runners(
+        env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
+        module_to_env_connector=functools.partial(
+            kv_steps_module_to_env,
+            normalize_actions=config.normalize_actions,
+            clip_actions=config.clip_actions,
+            batched=False,
+        ),
+    )
+    config.learners(learner_class=AutogradGAELearner)
+
+
 def study_config(spec: Spec):
     from experiments.mess3_belief_geometry.reward_only import experiment
 
@@ -209,27 +237,7 @@ def study_config(spec: Spec):
 
         store_kv_steps(config)  # a no-op where the study already installs it
     if spec.path == "rllib-acting":
-        import functools
-
-        from rl_harness.learners.connectors.kv_cache import (
-            KVCachePPOLearner,
-            kv_cache_env_to_module,
-            kv_steps_module_to_env,
-        )
-
-        class AutogradGAELearner(KVCachePPOLearner):
-            gae_without_autograd = False
-
-        config.env_runners(
-            env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
-            module_to_env_connector=functools.partial(
-                kv_steps_module_to_env,
-                normalize_actions=config.normalize_actions,
-                clip_actions=config.clip_actions,
-                batched=False,
-            ),
-        )
-        config.learners(learner_class=AutogradGAELearner)
+        previous_kv_acting(config)
     if spec.compile_learner:
         # RLlib's documented learner option: torch.compile (inductor) of the module's
         # forward_train on the learner; acting stays eager.
@@ -238,18 +246,21 @@ def study_config(spec: Spec):
 
 
 class Timed:
-    """Wraps a bound method; keeps the seconds of each call."""
+    """Wraps a bound method; keeps the seconds of each call on `clock` (wall by default;
+    `time.process_time`: the process's CPU seconds, all threads)."""
 
-    def __init__(self, owner: Any, name: str) -> None:
+    def __init__(
+        self, owner: Any, name: str, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.seconds: list[float] = []
         inner = getattr(owner, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = clock()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.seconds.append(time.perf_counter() - start)
+                self.seconds.append(clock() - start)
 
         setattr(owner, name, timed)
 

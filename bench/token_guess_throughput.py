@@ -73,23 +73,6 @@ class Spec:
     seed: int = 0
 
 
-class CpuTimed:
-    """Wraps a bound method; keeps the process CPU seconds (all threads) of each call."""
-
-    def __init__(self, owner: Any, name: str) -> None:
-        self.seconds: list[float] = []
-        inner = getattr(owner, name)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.process_time()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self.seconds.append(time.process_time() - start)
-
-        setattr(owner, name, timed)
-
-
 def child(spec: Spec) -> dict[str, Any]:
     import importlib
 
@@ -138,8 +121,8 @@ def child(spec: Spec) -> dict[str, Any]:
                 algo.learner_group.update = threaded
             timers["learner"] = Timed(algo.learner_group, "update")
             timers["sampling"] = Timed(algo.env_runner, "sample")
-            timers["learner_cpu"] = CpuTimed(algo.learner_group, "update")
-            timers["sampling_cpu"] = CpuTimed(algo.env_runner, "sample")
+            timers["learner_cpu"] = Timed(algo.learner_group, "update", time.process_time)
+            timers["sampling_cpu"] = Timed(algo.env_runner, "sample", time.process_time)
 
     from rl_harness.harness.context import make_context
     from rl_harness.harness.runners import run_algorithm

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import functools
 import os
 import statistics
 import time
@@ -99,25 +98,9 @@ def study_config(study: str, previous: bool, batch: int):
     if not previous:
         return config, plan
     if study == "flagship":
-        from rl_harness.learners.connectors.kv_cache import (
-            KVCachePPOLearner,
-            kv_cache_env_to_module,
-            kv_steps_module_to_env,
-        )
+        from flagship_throughput import previous_kv_acting  # bench/ is on sys.path
 
-        class AutogradGAELearner(KVCachePPOLearner):
-            gae_without_autograd = False
-
-        config.env_runners(
-            env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
-            module_to_env_connector=functools.partial(
-                kv_steps_module_to_env,
-                normalize_actions=config.normalize_actions,
-                clip_actions=config.clip_actions,
-                batched=False,
-            ),
-        )
-        config.learners(learner_class=AutogradGAELearner)
+        previous_kv_acting(config)
     else:
         config.env_runners(
             env_to_module_connector=None,

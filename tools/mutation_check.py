@@ -1020,6 +1020,28 @@ MUTATIONS = [
         ),
         "`--set lr=1e-4,3e-4` would reach every run whole instead of giving two arms",
     ),
+    Mutation(
+        "machine-os-not-compared",
+        "harness/runtools/machine.py",
+        (('    "hardware.os",  # kernel build and glibc (libm) version\n', ""),),
+        (
+            "tests/tools/test_machine_differences.py::"
+            "test_diff_names_the_machine_fields_with_both_values",
+            "tests/analysis/test_analyze_stages.py::"
+            "test_a_run_from_another_machine_is_noted_not_refused",
+        ),
+        "a rebuild on another kernel build would differ at float rounding with nothing said",
+    ),
+    Mutation(
+        "machine-unknown-compared",
+        "harness/runtools/machine.py",
+        (("        elif found and value is not None:", "        elif found:"),),
+        (
+            "tests/tools/test_machine_differences.py::"
+            "test_this_machine_reads_as_a_manifest_records_it",
+        ),
+        "a fact one machine could not read (null) would be named as a difference",
+    ),
 ]
 
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from rl_harness.analysis.reopen import reopen_run
 from rl_harness.analysis.stages import read_provenance
 from rl_harness.cli import main as cli_main
+from rl_harness.harness.runtools.machine import CONSEQUENCE
 
 STAGES = """
 import json
@@ -210,6 +214,40 @@ def test_bad_input_is_one_error_line(study: Path, capsys) -> None:
     bare.mkdir()
     (bare / "experiment.py").write_text("def run(context):\n    return {}\n")
     assert "declares no analysis stages in RECIPE" in error(str(bare / "experiment.py"))
+
+
+def test_a_run_from_another_machine_is_noted_not_refused(study: Path) -> None:
+    """Issue 52 item 1: the run's manifest names another OS build (as the flagship's committed
+    runs do here); `rl-harness analyze`, the installed command, says so on one stderr line and
+    analyses it; `reopen_run` carries the same line."""
+    run = study / "leaf" / "results" / "done"
+    path = run / "run_manifest.json"
+    original = path.read_text()
+    record = json.loads(original)
+    here = record["hardware"]["os"]
+    other = "Linux-6.18.44-fc-v1272-x86_64-with-glibc2.36"
+    assert here != other
+    record["hardware"]["os"] = other
+    try:
+        path.write_text(json.dumps(record))
+        command = [str(Path(sys.executable).parent / "rl-harness"), "analyze"]
+        done = subprocess.run(
+            [*command, str(study / "leaf" / "experiment.py"), "done"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        note = (
+            f"rl-harness analyze: note: done: the machine differs (hardware.os: recorded "
+            f"{other}, here {here}): {CONSEQUENCE}"
+        )
+        assert done.stderr.splitlines() == [note]
+        assert "stage count: current, skipped" in done.stdout
+        assert reopen_run(run).machine == note.removeprefix("rl-harness analyze: note: done: ")
+    finally:
+        path.write_text(original)
+    assert reopen_run(run).machine is None
 
 
 def test_checkpoints_are_inputs_and_a_run_without_its_artifacts_is_refused(

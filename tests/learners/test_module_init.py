@@ -23,20 +23,8 @@ from rl_harness.learners.models import (
     StatefulTransformerActorCritic,
     TransformerActorCritic,
 )
+from tests.learners.paper_model import ACT3, PAPER_CONFIG
 
-ACT3 = gym.spaces.Discrete(3)
-PAPER_CONFIG = {
-    "context_len": 10,
-    "feature_dim": 3,
-    "newest_first": True,
-    "d_model": 64,
-    "num_layers": 4,
-    "num_heads": 1,
-    "d_head": 8,
-    "ff_dim": 256,
-    "mlp_activation": "relu",
-    "positions": "learned",
-}
 ORIGINAL = {"init": "normal", "init_std": 0.02, "pi_output_scale": 1.0, "vf_output_scale": 1.0}
 
 

@@ -14,20 +14,7 @@ from rl_harness.envs.hmm import HMMEnv
 from rl_harness.learners.components import CausalTransformerEncoder
 from rl_harness.learners.components.transformer import rotary_tables, rotate_pairs
 from rl_harness.learners.models import TransformerActorCritic
-
-ACT3 = gym.spaces.Discrete(3)
-PAPER_CONFIG = {
-    "context_len": 10,
-    "feature_dim": 3,
-    "newest_first": True,
-    "d_model": 64,
-    "num_layers": 4,
-    "num_heads": 1,
-    "d_head": 8,
-    "ff_dim": 256,
-    "mlp_activation": "relu",
-    "positions": "learned",
-}
+from tests.learners.paper_model import ACT3, PAPER_CONFIG
 
 
 def _token_env_space(token_window: int) -> gym.Space:

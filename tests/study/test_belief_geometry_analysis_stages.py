@@ -18,7 +18,7 @@ from experiments.mess3_belief_geometry.reward_only import experiment as reward_o
 from rl_harness import RunContext
 from rl_harness.analysis import load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
-from tests.study.test_belief_geometry_controls import _finished_run, _module
+from tests.study.reward_only_runs import STAGE_RECORDS, untrained_agent, write_finished_run
 
 SEED = 5
 PLAN = reward_only.SMOKE
@@ -27,8 +27,8 @@ PLAN = reward_only.SMOKE
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     root = tmp_path_factory.mktemp("analysed")
-    agent, make_env = _module()
-    results, checkpoint = _finished_run(root, agent, SEED)
+    agent, make_env = untrained_agent()
+    results, checkpoint = write_finished_run(root, agent, SEED, STAGE_RECORDS)
     context = RunContext(
         experiment_module=reward_only.__name__,
         experiment_dir=Path(reward_only.__file__).parent,

@@ -17,14 +17,10 @@ from experiments.mess3_belief_geometry.reward_only import experiment as reward_o
 from rl_harness.analysis import replay_rollouts
 from rl_harness.analysis.controls import TOKENS_ONLY_STREAM
 from rl_harness.seeding import stream_seed
+from tests.study.reward_only_runs import untrained_agent
 
 SEED = 5
 PLAN = reward_only.SMOKE
-
-
-def _module(seed: int = 11):
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
-    return probing.untrained_module(reward_only.module_spec(), make_env, seed=seed), make_env
 
 
 def _settings(make_env, seed: int = SEED):
@@ -48,7 +44,7 @@ def _memoryless(module):
 
 @pytest.fixture(scope="module")
 def greedy_and_layout():
-    module, make_env = _module()
+    module, make_env = untrained_agent()
     settings, layout = _settings(make_env)
     return module, make_env, controls.data_set("agent_greedy", module, settings, PLAN), layout
 
@@ -57,9 +53,9 @@ def test_a_memoryless_policy_gives_controls_equal_to_independent_driving():
     """The agent's own rollouts contaminate controls only through its actions. A policy that
     ignores its memory (constant 0) and an independent actor playing the same constant give
     the same data, hence the same agent probe and the same controls, number for number."""
-    module, make_env = _module()
+    module, make_env = untrained_agent()
     module = _memoryless(module)
-    control, _ = _module(seed=12)
+    control, _ = untrained_agent(seed=12)
     settings, layout = _settings(make_env)
     own = controls.data_set("agent_greedy", module, settings, PLAN)
     assert np.all(own.actions == 0.0)
@@ -153,34 +149,8 @@ def belief_policy(tmp_path_factory):
     return task.belief_mdp_policy(cache=tmp_path_factory.mktemp("solver_cache"))
 
 
-def _finished_run(root, agent, seed: int):
-    """A results folder as a finished smoke run of reward_only leaves it, its agent saved
-    where the run's final checkpoint would be (no training)."""
-    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
-    agent.save_to_path(
-        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
-    )
-    (checkpoint / "rllib_checkpoint.json").write_text("{}")
-    results = root / "results" / "run-1"
-    results.mkdir(parents=True)
-    manifest = {
-        "run_id": "run-1",
-        "status": "completed",
-        "seed": seed,
-        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
-        "options": {"smoke": True, "seed": seed},
-        "artifacts": {"local": str(root / "artifacts"), "remote": None},
-    }
-    (results / "run_manifest.json").write_text(json.dumps(manifest))
-    summary = {"run_id": "run-1", "seed": seed, "final_checkpoint": str(checkpoint)}
-    (results / "summary.json").write_text(json.dumps(summary))
-    (results / "probe_metrics.json").write_text(json.dumps({"recipe": "reward_only"}))
-    (results / "result.json").write_text(json.dumps({"probe_r2": 0.5}))
-    return results, checkpoint
-
-
 def test_controls_by_data_scores_every_control_on_each_data_set(belief_policy):
-    agent, make_env = _module()
+    agent, make_env = untrained_agent()
     control = probing.untrained_module(
         reward_only.module_spec(), make_env, stream_seed(SEED, "study", "untrained")
     )

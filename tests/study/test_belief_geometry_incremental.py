@@ -14,11 +14,12 @@ from experiments.mess3_belief_geometry.reward_only import experiment as reward_o
 
 from rl_harness.analysis import FitMemo, replay_rollouts
 from rl_harness.seeding import stream_seed
-from tests.study.test_belief_geometry_controls import PLAN, SEED, _module, _settings
+from tests.study.reward_only_runs import untrained_agent
+from tests.study.test_belief_geometry_controls import PLAN, SEED, _settings
 
 
 def test_the_stage_writes_the_record_and_its_headline():
-    agent, make_env = _module()
+    agent, make_env = untrained_agent()
     settings, layout = _settings(make_env)
     greedy = controls.data_set("agent_greedy", agent, settings, PLAN)
     control = probing.untrained_module(

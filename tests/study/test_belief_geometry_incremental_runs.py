@@ -12,7 +12,8 @@ from experiments.mess3_belief_geometry.reward_only_memory import experiment as m
 
 from rl_harness.analysis import collect_rollouts, load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
-from tests.study.test_belief_geometry_controls import SEED, _finished_run, _module
+from tests.study.reward_only_runs import STAGE_RECORDS, untrained_agent, write_finished_run
+from tests.study.test_belief_geometry_controls import SEED
 
 
 def _in_run(checkpoint, plan, point, policy: str) -> dict:
@@ -46,8 +47,8 @@ def _in_run(checkpoint, plan, point, policy: str) -> dict:
 def test_the_sampled_reading_rests_on_the_sampled_rollouts_and_says_so(tmp_path):
     """The in-run stage's record on the sampled rollouts names its data, and its windows fit
     other data than the greedy record's (the two readings rest on different rollouts)."""
-    agent, _ = _module()
-    _, checkpoint = _finished_run(tmp_path, agent, SEED)
+    agent, _ = untrained_agent()
+    _, checkpoint = write_finished_run(tmp_path, agent, SEED, STAGE_RECORDS)
     sampled = json.loads(
         json.dumps(_in_run(checkpoint, reward_only.SMOKE, task.FLAGSHIP, "sample"))
     )
@@ -67,8 +68,8 @@ def test_the_sampled_reading_rests_on_the_sampled_rollouts_and_says_so(tmp_path)
 def test_a_memory_point_agent_is_read_at_the_memory_point(tmp_path):
     """The memory point's env is another task: the same module's records differ by point (the
     analysis reads each run at its budget's task_point, task.point_of)."""
-    agent, _ = _module()
-    _, checkpoint = _finished_run(tmp_path, agent, SEED)
+    agent, _ = untrained_agent()
+    _, checkpoint = write_finished_run(tmp_path, agent, SEED, STAGE_RECORDS)
     plan = memory_leaf.SMOKE
     assert task.point_of(plan) == task.TASK_POINTS["memory"]
     at_memory = json.loads(json.dumps(_in_run(checkpoint, plan, task.point_of(plan), "greedy")))

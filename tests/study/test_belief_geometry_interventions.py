@@ -16,6 +16,7 @@ from experiments.mess3_belief_geometry.reward_only import experiment as reward_o
 from rl_harness.analysis import collect_rollouts, load_module
 from rl_harness.analysis.replay import replay_rollouts_named
 from rl_harness.seeding import stream_seed
+from tests.study.reward_only_runs import untrained_agent, write_finished_run
 from tests.study.test_belief_geometry_configs import TRAINING_LEAVES, budgets, recipe
 
 SEED = 3
@@ -40,11 +41,6 @@ def test_intervention_sizes_fit_the_probe_rollouts(leaf):
     assert smoke.intervention_episodes * smoke.intervention_steps <= 256  # tiny
 
 
-def _agent():
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
-    return probing.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
-
-
 def _space(make_env):
     env = make_env(1)
     space = env.single_action_space
@@ -56,27 +52,8 @@ def _space(make_env):
 def finished_run(tmp_path_factory):
     """A results folder as a finished smoke run of reward_only leaves it, with its agent
     saved where the run's final checkpoint would be (no training: an untrained module)."""
-    root = tmp_path_factory.mktemp("run")
-    agent, _ = _agent()
-    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
-    agent.save_to_path(
-        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
-    )
-    (checkpoint / "rllib_checkpoint.json").write_text("{}")
-    results = root / "results" / "run-1"
-    results.mkdir(parents=True)
-    manifest = {
-        "run_id": "run-1",
-        "status": "completed",
-        "seed": SEED,
-        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
-        "options": {"smoke": True, "seed": SEED},
-        "artifacts": {"local": str(root / "artifacts"), "remote": None},
-    }
-    (results / "run_manifest.json").write_text(json.dumps(manifest))
-    summary = {"run_id": "run-1", "seed": SEED, "final_checkpoint": str(checkpoint)}
-    (results / "summary.json").write_text(json.dumps(summary))
-    return results, checkpoint
+    agent, _ = untrained_agent()
+    return write_finished_run(tmp_path_factory.mktemp("run"), agent, SEED)
 
 
 def _pre_clip_fraction(edits):
@@ -146,7 +123,7 @@ def test_the_stage_writes_interventions_json_and_its_figure(finished_run, tmp_pa
 
 
 def test_intervention_rollouts_cut_episodes_and_steps_but_keep_the_warmup():
-    agent, make_env = _agent()
+    agent, make_env = untrained_agent()
     plan = reward_only.SMOKE
     rollouts = collect_rollouts(
         agent,

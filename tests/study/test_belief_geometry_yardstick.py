@@ -17,14 +17,10 @@ from experiments.mess3_belief_geometry.synthesis import experiment as synthesis
 
 from rl_harness.analysis import load_module
 from rl_harness.envs.mess3 import control_chain_model
+from tests.study.reward_only_runs import untrained_agent, write_finished_run
 
 SEED = 3
 PLAN = reward_only.SMOKE
-
-
-def _agent():
-    make_env = probing.probe_env_factory(decision_belief_in_observation=False)
-    return probing.untrained_module(reward_only.module_spec(), make_env, seed=11), make_env
 
 
 def _layout_and_bounds(make_env):
@@ -36,7 +32,7 @@ def _layout_and_bounds(make_env):
 
 
 def test_the_long_filter_is_the_decision_belief_and_short_ones_are_not():
-    module, make_env = _agent()
+    module, make_env = untrained_agent()
     rollouts = ys.greedy_rollouts(module, PLAN, SEED, make_env)
     layout, low, high = _layout_and_bounds(make_env)
     prior = control_chain_model(task.ALPHA).initial
@@ -52,33 +48,15 @@ def test_the_long_filter_is_the_decision_belief_and_short_ones_are_not():
 def finished_run(tmp_path_factory):
     """A finished smoke run of reward_only as its folder holds it: the agent saved as the
     final checkpoint (an untrained module: no training), probe_metrics.json's budget/task."""
-    root = tmp_path_factory.mktemp("run")
-    agent, _ = _agent()
-    checkpoint = root / "artifacts" / "checkpoints" / "iter_000001"
-    agent.save_to_path(
-        str(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
-    )
-    (checkpoint / "rllib_checkpoint.json").write_text("{}")
-    results = root / "results" / "run-1"
-    results.mkdir(parents=True)
-    manifest = {
-        "run_id": "run-1",
-        "status": "completed",
-        "seed": SEED,
-        "experiment": {"module": "experiments.mess3_belief_geometry.reward_only.experiment"},
-        "options": {"smoke": True, "seed": SEED},
-        "artifacts": {"local": str(root / "artifacts"), "remote": None},
-    }
-    (results / "run_manifest.json").write_text(json.dumps(manifest))
-    summary = {"run_id": "run-1", "seed": SEED, "final_checkpoint": str(checkpoint)}
-    (results / "summary.json").write_text(json.dumps(summary))
+    agent, _ = untrained_agent()
     probe_metrics = {
         "recipe": "reward_only",
         "budget": PLAN.__dict__,
         "task": {"decision_belief_in_observation": False},
     }
-    (results / "probe_metrics.json").write_text(json.dumps(probe_metrics))
-    return results, checkpoint
+    return write_finished_run(
+        tmp_path_factory.mktemp("run"), agent, SEED, {"probe_metrics.json": probe_metrics}
+    )
 
 
 @pytest.mark.slow  # over a minute on 2 busy cores (5 untrained replays)

@@ -10,6 +10,11 @@ run ran: the recipe or another experiment source it imported differs, the librar
 its uncommitted changes or an imported library module differ, or the budget the recipe now
 resolves differs from the recorded settings. `allow_changes=True` reopens anyway and keeps
 the differences in `reopened.differences`, so whatever is computed can say what it ran on.
+
+Another machine is not another code: `reopened.machine` names, in one line, the recorded
+facts that change float rounding (CPU, its kernel flags, OS build, torch/NumPy builds) where
+this machine differs (harness/runtools/machine.py); `rl-harness analyze` prints it. What an
+analysis recomputes there is expected to differ at float rounding from what the run wrote.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class ReopenedRun:
     checkpoints: tuple[RunCheckpoint, ...]  # every recorded one still here, oldest first
     differences: tuple[str, ...]  # code here vs the record (empty when it is the same)
     notes: tuple[str, ...]  # other drift that does not change the code (lockfile, versions)
+    machine: str | None = None  # this machine vs the recorded one (machine_note), if differs
 
     @property
     def final_checkpoint(self) -> RunCheckpoint | None:
@@ -157,4 +163,5 @@ def reopen_run(results_dir: Path | str, *, allow_changes: bool = False) -> Reope
         checkpoints=tuple(run_checkpoints(record.results_dir)),
         differences=tuple(differences),
         notes=tuple(notes),
+        machine=check.machine,
     )

@@ -4,6 +4,8 @@ analysis_provenance.json and a current stage skipped."""
 
 from __future__ import annotations
 
+import sys
+
 from rl_harness.cli.args import EXIT_OK, OneLineParser, fail, parse
 
 
@@ -66,6 +68,9 @@ def main(argv: list[str]) -> int:
             check_checkpoints(run, selected)
     except (RecipeError, StageError) as error:
         return fail(str(error), prog=prog)
+    for run in reopened:
+        if run.machine is not None:  # not an error: what the stages recompute may round apart
+            print(f"{prog}: note: {run.record.run_id}: {run.machine}", file=sys.stderr)
     for run in reopened:
         # The torch threads the run had (its hardware plan), as the harness sets them in-run.
         apply_torch_threads(run.context.hardware)

@@ -218,6 +218,8 @@ def reproduce_main(argv: list[str]) -> int:
         print(f"warning: {line}", file=sys.stderr)
     for line in check.blockers:
         print(f"{'warning' if args.force else 'refused'}: {line}", file=sys.stderr)
+    if check.machine is not None:
+        print(f"note: {check.machine}", file=sys.stderr)
     if check.blockers and not args.force:
         return fail("the code differs from the record; commit or revert it, or pass --force")
 
@@ -237,5 +239,7 @@ def reproduce_main(argv: list[str]) -> int:
     )
     for line in comparison.differences:
         print(f"  {line}")
+    if comparison.verdict == "different" and check.machine is not None:
+        print("  the machine differs from the record (the note above): expected at float rounding")
     print(f"new run: {plan.results_dir}")
     return EXIT_OK if comparison.verdict != "different" else EXIT_DIFFERENT

@@ -209,6 +209,11 @@ def config_lookup(record: Mapping[str, Any] | None, key: str) -> tuple[bool, Any
     flat = flat_config(record)
     if key in flat:
         return True, flat[key]
+    return nested_lookup(record, key)
+
+
+def nested_lookup(record: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """(found, value) for a dotted key followed through nested mappings (any record)."""
     node: Any = record
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -185,7 +187,7 @@ def apply_hardware(config: AlgorithmConfig, plan: HardwarePlan) -> AlgorithmConf
     return config
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -223,10 +225,87 @@ def host_facts() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "os": platform.platform(),
         "machine": platform.machine(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_available": _cpu_budget(),
         "memory_bytes": _memory_bytes(),
         "gpus": gpu_info(),
         "threads": thread_settings(),
+        "numerics": numerics_facts(),
     }
+
+
+# CPU features that pick other compute kernels (torch's ATen and MKL, NumPy's SIMD loops,
+# OpenBLAS's DYNAMIC_ARCH): x86 vector and matrix units, Arm's SIMD and scalable vectors.
+KERNEL_FLAG_PREFIXES = ("avx", "amx", "fma", "f16c", "asimd", "sve")
+# Variables that override those choices (torch's capability, MKL's conditional numerical
+# reproducibility, OpenBLAS's core type, NumPy's dispatch): set or not, they count.
+KERNEL_ENV = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "OPENBLAS_CORETYPE",
+    "NPY_DISABLE_CPU_FEATURES",
+)
+
+
+def numerics_facts() -> dict[str, Any]:
+    """What, beyond the code, the seed and the thread count, can change float results between
+    two machines (manifest `hardware.numerics`): the CPU features that choose kernels, the
+    kernels torch and NumPy chose, their builds and BLAS libraries, and the variables that
+    override the choice. None where a fact cannot be read here (no /proc/cpuinfo), and for
+    torch and NumPy while this process has not imported them: importing torch only to record
+    it took over a minute on a loaded 2-core host; the run's end record reads them again."""
+    return {
+        "cpu_flags": _cpu_kernel_flags(),
+        **_torch_numerics(),
+        **_numpy_numerics(),
+        "env": {name: os.environ.get(name) for name in KERNEL_ENV},
+    }
+
+
+@functools.cache  # the CPU does not change under a running process
+def _cpu_kernel_flags() -> list[str] | None:
+    """The kernel-choosing flags of /proc/cpuinfo ("flags" on x86, "Features" on Arm)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return sorted(
+                        flag for flag in value.split() if flag.startswith(KERNEL_FLAG_PREFIXES)
+                    )
+    except OSError:
+        pass
+    return None
+
+
+def _torch_numerics() -> dict[str, str | None]:
+    """torch's build (`2.15.0+cu132`: the package version leaves the variant out), the CPU
+    kernels it dispatches to (`get_cpu_capability`: DEFAULT, AVX2, AVX512, ...) and its BLAS."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {"torch_build": None, "torch_cpu_capability": None, "torch_blas": None}
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([\d.]+)", config)
+    return {
+        "torch_build": str(torch.__version__),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_blas": " ".join(
+            part for part in (blas and blas.group(1), mkl and mkl.group(1)) if part
+        )
+        or None,
+    }
+
+
+def _numpy_numerics() -> dict[str, Any]:
+    """NumPy's BLAS (name and version) and the SIMD extensions it found on this CPU."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return {"numpy_blas": None, "numpy_simd": None}
+    config = numpy.show_config(mode="dicts") or {}
+    blas = (config.get("Build Dependencies") or {}).get("blas") or {}
+    simd = (config.get("SIMD Extensions") or {}).get("found")
+    name = " ".join(str(blas[key]) for key in ("name", "version") if blas.get(key))
+    return {"numpy_blas": name or None, "numpy_simd": list(simd) if simd else None}

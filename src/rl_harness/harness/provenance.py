@@ -16,7 +16,7 @@ from rl_harness.harness.atomic import write_text_atomic
 from rl_harness.harness.context import RunContext
 from rl_harness.harness.continuation import parent_record
 from rl_harness.harness.gitinfo import GitIdentity, find_git_root, git_identity
-from rl_harness.harness.hardware import host_facts, thread_settings
+from rl_harness.harness.hardware import host_facts, numerics_facts, thread_settings
 from rl_harness.harness.interrupts import FINAL_STATUSES, RUNNING
 from rl_harness.harness.layout import EXPERIMENT_PATCH_NAME, LIBRARY_PATCH_NAME
 from rl_harness.harness.liveness import process_identity
@@ -218,8 +218,13 @@ def finish_manifest(
     started = dt.datetime.fromisoformat(manifest["started_at"])
     return {
         **record_sources(manifest),
-        # Recipes may set torch's threads after the start record: the end holds the last word.
-        "hardware": {**manifest.get("hardware", {}), "threads": thread_settings()},
+        # Recipes may set torch's threads after the start record, and import torch and NumPy
+        # after it (their kernels and builds): the end holds the last word.
+        "hardware": {
+            **manifest.get("hardware", {}),
+            "threads": thread_settings(),
+            "numerics": numerics_facts(),
+        },
         "status": status,
         "error": error,
         "ended_at": ended.isoformat(timespec="milliseconds"),

@@ -11,6 +11,12 @@ from typing import Any
 
 from rl_harness.harness.configrecord import flat_config
 from rl_harness.harness.metrics import flatten, without_timings
+from rl_harness.harness.runtools.machine import (
+    MachineDifference,
+    machine_differences,
+    machine_facts,
+    machine_note,
+)
 from rl_harness.harness.runtools.records import RunRecord
 from rl_harness.harness.runtools.show import number_label, short
 
@@ -71,6 +77,8 @@ class RunDiff:
     metrics: list[FieldDiff] = field(default_factory=list)
     metrics_equal: int = 0
     manifest_missing: list[str] = field(default_factory=list)  # "a" / "b": unreadable
+    # Machine facts that change float rounding (runtools/machine.py), also among `provenance`.
+    machine: list[MachineDifference] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -129,6 +137,9 @@ def diff_runs(run_a: RunRecord, run_b: RunRecord) -> RunDiff:
         result.provenance, result.provenance_equal = _compare(
             _selected(run_a.manifest), _selected(run_b.manifest)
         )
+        result.machine = machine_differences(
+            machine_facts(run_a.manifest), machine_facts(run_b.manifest)
+        )
     for repo in PATCHED_REPOS:
         patch = _patch_diff(run_a, run_b, repo)
         if patch is not None:
@@ -153,6 +164,9 @@ def _value(value: Any) -> str:
 
 def diff_text(run_a: RunRecord, run_b: RunRecord, result: RunDiff) -> str:
     lines = [f"a: {run_a.run_id}  ({run_a.path})", f"b: {run_b.run_id}  ({run_b.path})"]
+    note = machine_note(result.machine)
+    if note is not None:  # first: it explains metrics that differ with nothing else changed
+        lines.append(f"note: {note}")
     width = max([len(d.key) for d in result.config + result.provenance + result.metrics] + [10])
     if len(result.config_missing) == 2:
         lines.append("config: neither run has config.json")

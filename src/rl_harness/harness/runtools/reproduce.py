@@ -9,7 +9,9 @@ The rule for code that differs from the record:
 - warn when a library module the run imported differs, when the experiment repo commit, the
   library commit or its uncommitted changes, the
   library version, the lockfile hash or a key package version differ, or when the recorded
-  run had uncommitted changes and the tree is clean now.
+  run had uncommitted changes and the tree is clean now;
+- note (`CodeCheck.machine`, one line) when this machine differs from the recorded one in a
+  fact that changes float rounding (runtools/machine.py): not a code difference.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ from rl_harness.harness.provenance import (
     package_versions,
     sha256_file,
 )
+from rl_harness.harness.runtools.machine import (
+    machine_differences,
+    machine_facts,
+    machine_note,
+    this_machine,
+)
 from rl_harness.harness.runtools.records import RunRecord, RunToolError
 from rl_harness.harness.runtools.show import short
 
@@ -40,6 +48,7 @@ class CodeCheck:
     source_file: Path
     warnings: list[str] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
+    machine: str | None = None  # the recorded machine vs this one (machine_note), if differs
 
 
 def locate_source(record: RunRecord) -> Path:
@@ -149,6 +158,10 @@ def check_code(record: RunRecord) -> CodeCheck:
     for name, now in package_versions().items():
         if name in recorded_versions and recorded_versions[name] != now:
             check.warnings.append(f"{name} differs: recorded {recorded_versions[name]}, now {now}")
+    recorded_machine = machine_facts(record.manifest or {})
+    check.machine = machine_note(
+        machine_differences(recorded_machine, this_machine()), "recorded", "here"
+    )
     return check
 
 
