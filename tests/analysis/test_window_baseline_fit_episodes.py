@@ -35,8 +35,8 @@ def test_the_window_baseline_is_fitted_on_the_agent_probes_train_episodes(monkey
     fitted = []
     fit_predict_many = windows_module.fit_predict_many
 
-    def spy(tasks, regressor):
-        out = fit_predict_many(tasks, regressor)
+    def spy(tasks, regressor, memo=None):
+        out = fit_predict_many(tasks, regressor, memo)
         for task, (train_pred, _) in zip(tasks, out, strict=True):
             fitted.append((task.x_train, task.y_train, task.x_test, train_pred))
         return out

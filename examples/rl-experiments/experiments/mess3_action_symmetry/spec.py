@@ -42,6 +42,9 @@ from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from experiments.mess3_action_symmetry import task
+
+# By name too (not `task.X`): the budgets' slice (--show-settings) then needs no gymnasium.
+from experiments.mess3_action_symmetry.task import EPISODE_LENGTH
 from rl_harness.envs.hmm import ENV_ID
 from rl_harness.learners.models import StatefulTransformerActorCritic
 
@@ -71,7 +74,7 @@ def iterations_for(env_steps: int, train_batch: int) -> int:
 ORIGINAL_TRAIN_BATCH = 32_768
 ORIGINAL_WARMUP = 64
 # The probe's recorded steps: the rest of a 1024-step episode after the warm-up.
-EPISODE_STEPS_AFTER_WARMUP = task.EPISODE_LENGTH - ORIGINAL_WARMUP
+EPISODE_STEPS_AFTER_WARMUP = EPISODE_LENGTH - ORIGINAL_WARMUP
 ORIGINAL_MINIBATCH = 2048
 
 # The original's smoke: 4,096 env steps in batches of 2,048 (minibatch 256, lr 3e-4).

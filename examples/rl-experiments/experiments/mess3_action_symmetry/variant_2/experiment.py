@@ -32,7 +32,9 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_action_symmetry import shared, spec
-from experiments.mess3_action_symmetry.spec import Budget
+
+# The budgets by name from spec (not `spec.X`): --show-settings reads them without torch.
+from experiments.mess3_action_symmetry.spec import SMOKE, Budget, original
 from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
 
@@ -63,9 +65,9 @@ def run(context: RunContext[Budget]) -> dict:
 RECIPE = Recipe(
     run=run,
     budgets={
-        "smoke": spec.SMOKE,
-        "cpu": spec.original(CPU_ENV_STEPS),
-        "full": spec.original(ORIGINAL_ENV_STEPS),
+        "smoke": SMOKE,
+        "cpu": original(CPU_ENV_STEPS),
+        "full": original(ORIGINAL_ENV_STEPS),
     },
     default="cpu",
     headline=("reward_state_2_fraction_greedy", "oracle_agreement_greedy", "probe_r2"),

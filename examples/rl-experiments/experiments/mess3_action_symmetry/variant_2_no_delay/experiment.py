@@ -23,7 +23,9 @@ from __future__ import annotations
 from ray.rllib.algorithms.ppo import PPOConfig
 
 from experiments.mess3_action_symmetry import shared, spec
-from experiments.mess3_action_symmetry.spec import Budget
+
+# The budgets by name from spec (not `spec.X`): --show-settings reads them without torch.
+from experiments.mess3_action_symmetry.spec import SMOKE, Budget, original
 from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
 
@@ -52,7 +54,7 @@ def run(context: RunContext[Budget]) -> dict:
 
 RECIPE = Recipe(
     run=run,
-    budgets={"smoke": spec.SMOKE, "full": spec.original(ORIGINAL_ENV_STEPS)},
+    budgets={"smoke": SMOKE, "full": original(ORIGINAL_ENV_STEPS)},
     default="full",
     headline=("reward_state_2_fraction_greedy", "oracle_agreement_greedy", "probe_r2"),
     stages=ANALYSIS_STAGES,
