@@ -178,7 +178,8 @@ def test_training_leaf_smoke_writes_its_records(study_runs, leaf):
     training = metrics["training"]
     assert [c["env_steps"] for c in training["checkpoints"]] == [0, 512]
     assert training["checkpoints"][-1]["r2_pooled"] == pytest.approx(
-        metrics["probe"]["r2_pooled"], rel=1e-3
+        metrics["probe"]["r2_pooled"],
+        rel=5e-2,  # replayed vs stepped: as for the layers above
     )
     # The analysis in timed stages, each announced (issue 53 item 2, issue 50 item 6).
     stages = [x for x in analysis.STAGES if x != "interventions" or "interventions" in metrics]
