@@ -44,6 +44,7 @@ from rl_harness import (
     CheckpointSchedule,
     Results,
     RunContext,
+    run_algorithm,
     write_json,
 )
 from rl_harness.analysis import (
@@ -58,6 +59,7 @@ from rl_harness.analysis import (
     policy_readouts,
     probe_checkpoints_closed_loop,
     run_checkpoints,
+    run_stages,
 )
 from rl_harness.envs.hmm import HMMVectorEnv
 from rl_harness.envs.hmm.action_tasks import closed_loop_value
@@ -176,6 +178,20 @@ def check_before_training(config: PPOConfig, leaf: Leaf, plan: Budget, seed: int
         score=scorer(leaf),
         target_names=BELIEF_NAMES,
     )
+
+
+def train_and_analyse(
+    context: RunContext[Budget],
+    leaf: Leaf,
+    config: PPOConfig,
+    stages: tuple[AnalysisStage, ...],
+) -> dict[str, Any]:
+    """A leaf's run: the analysis checked on an untrained module, training to the budget's
+    iterations (checkpoints on `checkpoint_schedule`), then the leaf's stages; result.json."""
+    plan = context.settings  # the chosen budget, --set applied (the harness)
+    check_before_training(config, leaf, plan, context.seed)
+    run_algorithm(config, context, stop=plan.iterations, checkpoint_schedule=checkpoint_schedule())
+    return dict(run_stages(context, stages)["result"].record or {})
 
 
 def _checkpoints(run: RunArtifacts) -> list[tuple[int, Path]]:

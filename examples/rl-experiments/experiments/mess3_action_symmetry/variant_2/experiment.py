@@ -35,8 +35,7 @@ from experiments.mess3_action_symmetry import shared, spec
 
 # The budgets by name from spec (not `spec.X`): --show-settings reads them without torch.
 from experiments.mess3_action_symmetry.spec import SMOKE, Budget, original
-from rl_harness import Recipe, RunContext, run_algorithm
-from rl_harness.analysis import run_stages
+from rl_harness import Recipe, RunContext
 
 LEAF = shared.Leaf(label="variant_2", variant=2, delay=1)
 ORIGINAL_ENV_STEPS = 10_000_000  # the original's TOTAL_ENV_STEPS when its battery ran
@@ -53,13 +52,7 @@ ANALYSIS_STAGES = shared.stages(LEAF)
 
 
 def run(context: RunContext[Budget]) -> dict:
-    plan = context.settings  # the chosen budget, --set applied (the harness)
-    config = build_config(plan)
-    shared.check_before_training(config, LEAF, plan, context.seed)
-    run_algorithm(
-        config, context, stop=plan.iterations, checkpoint_schedule=shared.checkpoint_schedule()
-    )
-    return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
+    return shared.train_and_analyse(context, LEAF, build_config(context.settings), ANALYSIS_STAGES)
 
 
 RECIPE = Recipe(
