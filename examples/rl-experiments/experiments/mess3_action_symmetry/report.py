@@ -32,8 +32,11 @@ README = STUDY_DIR / "README.md"
 ORIGINAL_FIGURES = STUDY_DIR / "original_figures.json"
 LEAVES = ("variant_2", "variant_2_no_delay")
 
-# The runs the README cites, per leaf (none yet: the coordinator's runs add their ids here).
-RUNS: dict[str, tuple[str, ...]] = {"variant_2": (), "variant_2_no_delay": ()}
+# The runs the README cites, per leaf.
+RUNS: dict[str, tuple[str, ...]] = {
+    "variant_2": ("20261207T145805Z-1e498c3a",),
+    "variant_2_no_delay": ("20261207T143026Z-ea6b971e",),
+}
 
 
 @dataclass(frozen=True)
