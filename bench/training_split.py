@@ -300,6 +300,8 @@ def main() -> None:
         row = []
         for name in paths:
             row += [statistics.median(f[piece][k] for f in figures[name]) for k in (0, 1)]
+        if row[0] == row[2] == 0.0:  # the learner's pieces under --sampling-only
+            continue
         ratio = f"{row[0] / row[2]:7.2f}" if row[2] > 0 else f"{'':7}"
         cpu_ratio = f"{row[1] / row[3]:10.2f}" if row[3] > 0 else ""
         print(
