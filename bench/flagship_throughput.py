@@ -184,7 +184,8 @@ class PeakRSS:
 
 def previous_kv_acting(config: Any) -> None:
     """The flagship's acting and GAE before issue 53 (the library at af63730), on a config
-    with store_kv_steps: RLlib's per-item acting pieces around the K/V steps (`batched=False`)
+    with store_kv_steps: RLlib's per-item acting pieces around the K/V steps (`batched=False`,
+    each piece timed by RLlib's pipeline: `untimed=False`)
     and RLlib's GAE piece with autograd on (training_split.py's "previous" path too)."""
     import functools
 
@@ -198,12 +199,15 @@ def previous_kv_acting(config: Any) -> None:
         gae_without_autograd = False
 
     config.env_runners(
-        env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
+        env_to_module_connector=functools.partial(
+            kv_cache_env_to_module, batched=False, untimed=False
+        ),
         module_to_env_connector=functools.partial(
             kv_steps_module_to_env,
             normalize_actions=config.normalize_actions,
             clip_actions=config.clip_actions,
             batched=False,
+            untimed=False,
         ),
     )
     config.learners(learner_class=AutogradGAELearner)

@@ -19,14 +19,18 @@ GAE piece with autograd on and the stateful transformer's passes without autogra
 were (a fresh K/V buffer per step with the cache copied in, `ARENA_STEPS = 0`; the
 concatenating rotation over (positions, 1, head_dim) tables: `previous_encoder_arithmetic`)
 (the library at af63730 in those respects); "current" = this library's defaults (batched
-acting connectors; GAE's value pass without autograd; the acting K/V arena and the
-rotation without a concatenation over per-head tables). The two
+acting connectors, each side's pieces as one `UntimedPipeline`; GAE's value pass without
+autograd; the acting K/V arena and the rotation without a concatenation over per-head
+tables). `--previous timed-pieces`: "previous" = this library with the acting pieces
+separate in RLlib's pipelines, which time each piece on every vector step (the library
+before `UntimedPipeline`; everything else as current). The two
 paths alternate iteration by iteration (after one warm-up iteration each), so drift on a
 shared machine hits both; the learner and runner of each path start from the same weights
 and seed.
 
     .venv/bin/python bench/training_split.py --study flagship --iterations 3     # ~3 min quiet
     .venv/bin/python bench/training_split.py --study token_guess --iterations 3  # ~2 min quiet
+    .venv/bin/python bench/training_split.py --study flagship --previous timed-pieces
 
 Torch threads: the process default (both cores) unless --torch-threads; the token-guess
 study's runs use one (OMP_NUM_THREADS=1).
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import os
 import statistics
 import time
@@ -85,7 +90,7 @@ class Clock:
         setattr(owner, attribute, timed)
 
 
-def study_config(study: str, previous: bool, batch: int):
+def study_config(study: str, previous: str | None, batch: int):
     if study == "flagship":
         from experiments.mess3_belief_geometry.reward_only import experiment as recipe
     else:
@@ -96,6 +101,16 @@ def study_config(study: str, previous: bool, batch: int):
     config = recipe.build_config(plan)
     config.debugging(seed=0)
     if not previous:
+        return config, plan
+    if previous == "timed-pieces":  # the same pieces, each timed by RLlib's pipeline
+        config.env_runners(
+            env_to_module_connector=functools.partial(
+                config._env_to_module_connector, untimed=False
+            ),
+            module_to_env_connector=functools.partial(
+                config._module_to_env_connector, untimed=False
+            ),
+        )
         return config, plan
     if study == "flagship":
         from flagship_throughput import previous_kv_acting  # bench/ is on sys.path
@@ -147,12 +162,15 @@ def previous_encoder_arithmetic() -> Iterator[None]:
 class Path:
     """One path's env runner and learner, its pieces wrapped."""
 
-    def __init__(self, study: str, previous: bool, batch: int) -> None:
+    def __init__(
+        self, study: str, previous: str | None, batch: int, sampling_only: bool = False
+    ) -> None:
+        self.sampling_only = sampling_only
         from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
         config, self.plan = study_config(study, previous, batch)
         self.runner = SingleAgentEnvRunner(config=config)
-        self.previous_encoder = previous and study == "flagship"
+        self.previous_encoder = previous == "af63730" and study == "flagship"
         if self.previous_encoder:  # a fresh K/V buffer per acting step, as before
             self.runner.module.transformer.ARENA_STEPS = 0
         self.learner = config.build_learner(spaces=self.runner.get_spaces())
@@ -191,16 +209,17 @@ class Path:
             chunk = self.runner.sample()
             episodes += chunk
             steps += sum(len(e) for e in chunk)
-        self.learner.update(
-            episodes=episodes,
-            timesteps={"num_env_steps_sampled_lifetime": steps},
-            num_epochs=self.plan.num_epochs,
-            minibatch_size=self.plan.minibatch,
-            shuffle_batch_per_epoch=True,
-        )
-        self.runner.module.set_state(
-            self.learner.module["default_policy"].get_state(inference_only=True)
-        )
+        if not self.sampling_only:
+            self.learner.update(
+                episodes=episodes,
+                timesteps={"num_env_steps_sampled_lifetime": steps},
+                num_epochs=self.plan.num_epochs,
+                minibatch_size=self.plan.minibatch,
+                shuffle_batch_per_epoch=True,
+            )
+            self.runner.module.set_state(
+                self.learner.module["default_policy"].get_state(inference_only=True)
+            )
         wall, cpu = dict(self.clock.wall), dict(self.clock.cpu)
         for whole, parts in (
             (
@@ -224,13 +243,32 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=0, help="train batch (minibatch an eighth); 0: the study's"
     )
+    parser.add_argument(
+        "--previous",
+        choices=("af63730", "timed-pieces"),
+        default="af63730",
+        help="the previous path: af63730's acting/GAE/encoder pieces, or this library with "
+        "RLlib timing each acting piece (before UntimedPipeline)",
+    )
+    parser.add_argument(
+        "--sampling-only",
+        action="store_true",
+        help="sample the batch without updating (the weights stay the first ones): more "
+        "rounds of the sampling split for the same time",
+    )
     args = parser.parse_args()
     import torch
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     paths = {
-        name: Path(args.study, name == "previous", args.batch) for name in ("previous", "current")
+        name: Path(
+            args.study,
+            args.previous if name == "previous" else None,
+            args.batch,
+            sampling_only=args.sampling_only,
+        )
+        for name in ("previous", "current")
     }
     current = paths["current"]
     current.learner.module["default_policy"].set_state(
@@ -250,26 +288,40 @@ def main() -> None:
             )
     print(
         f"\n{args.study}: seconds per {current.plan.train_batch:,}-step iteration, median of "
-        f"{args.iterations} "
+        f"{args.iterations}, previous = {args.previous} "
         f"(torch threads {torch.get_num_threads()}, 1-min load {os.getloadavg()[0]:.1f} over "
         f"{os.cpu_count()} cores at the end)"
     )
-    print(f"{'piece':<40}{'previous wall':>14}{'CPU':>8}{'current wall':>14}{'CPU':>8}{'ratio':>7}")
+    print(
+        f"{'piece':<40}{'previous wall':>14}{'CPU':>8}{'current wall':>14}{'CPU':>8}"
+        f"{'ratio':>7}{'CPU ratio':>10}"
+    )
     for piece in PIECES:
         row = []
         for name in paths:
             row += [statistics.median(f[piece][k] for f in figures[name]) for k in (0, 1)]
-        ratio = f"{row[0] / row[2]:7.2f}" if row[2] > 0 else ""
-        print(f"{piece:<40}{row[0]:>14.2f}{row[1]:>8.2f}{row[2]:>14.2f}{row[3]:>8.2f}{ratio}")
+        if row[0] == row[2] == 0.0:  # the learner's pieces under --sampling-only
+            continue
+        ratio = f"{row[0] / row[2]:7.2f}" if row[2] > 0 else f"{'':7}"
+        cpu_ratio = f"{row[1] / row[3]:10.2f}" if row[3] > 0 else ""
+        print(
+            f"{piece:<40}{row[0]:>14.2f}{row[1]:>8.2f}{row[2]:>14.2f}{row[3]:>8.2f}{ratio}"
+            f"{cpu_ratio}"
+        )
     total = [
-        statistics.median(f["sampling"][0] + f["learner"][0] for f in figures[n]) for n in paths
+        statistics.median(f["sampling"][k] + f["learner"][k] for f in figures[n])
+        for n in paths
+        for k in (0, 1)
     ]
     print(
-        f"{'iteration (sampling + learner)':<40}{total[0]:>14.2f}{'':>8}{total[1]:>14.2f}"
-        f"{'':>8}{total[0] / total[1]:7.2f}"
+        f"{'iteration (sampling + learner)':<40}{total[0]:>14.2f}{total[1]:>8.2f}"
+        f"{total[2]:>14.2f}{total[3]:>8.2f}{total[0] / total[2]:7.2f}{total[1] / total[3]:10.2f}"
     )
+    for name, cpu in zip(paths, (total[1], total[3]), strict=True):
+        sampling = statistics.median(f["sampling"][1] for f in figures[name])
+        print(f"{name}: sampling {sampling / cpu:.0%} of the iteration's CPU seconds")
     steps = current.plan.train_batch
-    print(f"env steps/s: previous {steps / total[0]:.0f}, current {steps / total[1]:.0f}")
+    print(f"env steps/s (wall): previous {steps / total[0]:.0f}, current {steps / total[2]:.0f}")
 
 
 if __name__ == "__main__":

@@ -1042,6 +1042,22 @@ MUTATIONS = [
         ),
         "a fact one machine could not read (null) would be named as a difference",
     ),
+    Mutation(
+        "untimed-pipeline-not-installed",
+        "learners/connectors/batched_acting.py",
+        (
+            (
+                "    return [UntimedPipeline(connectors=pieces)] if untimed else pieces\n",
+                "    return pieces\n",
+            ),
+        ),
+        (
+            "tests/study/test_batched_sampling.py::"
+            "test_untimed_pipelines_sample_the_episodes_the_timed_pieces_sample[flagship]",
+        ),
+        "the acting pieces back in RLlib's pipeline, each timed every vector step: the "
+        "sampling cut silently lost",
+    ),
 ]
 
 

@@ -71,7 +71,7 @@ class RecordCaches(ConnectorV2):
 
 def _recording_module_to_env(log: dict):
     def factory(env, spaces):
-        pieces = kv_steps_module_to_env(env, spaces)
+        pieces = kv_steps_module_to_env(env, spaces, untimed=False)
         at = next(i for i, p in enumerate(pieces) if isinstance(p, KVStepsToEpisodes))
         return [*pieces[:at], RecordCaches(log), *pieces[at:]]
 

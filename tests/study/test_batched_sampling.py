@@ -13,6 +13,7 @@ import pytest
 import torch
 from experiments.mess3_belief_geometry.reward_only import experiment as flagship
 from experiments.mess3_token_guess.ppo import experiment as token_guess
+from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
@@ -28,12 +29,17 @@ from rl_harness.learners.connectors.kv_cache import (
 )
 
 
-def _flagship_config(batched: bool):
+def _flagship_config(batched: bool, untimed: bool = True):
     config = flagship.build_config(flagship.SMOKE)
     config.environment(env_config={**config.env_config, "episode_length": 24})
     config.env_runners(num_envs_per_env_runner=3, num_env_runners=0)
     config.rl_module(model_config={**config.rl_module_spec.model_config, "max_seq_len": 8})
     config.debugging(seed=5)
+    if not untimed:  # the pieces RLlib's pipelines time one by one (before UntimedPipeline)
+        config.env_runners(
+            env_to_module_connector=functools.partial(kv_cache_env_to_module, untimed=False),
+            module_to_env_connector=functools.partial(kv_steps_module_to_env, untimed=False),
+        )
     if not batched:
         config.env_runners(
             env_to_module_connector=functools.partial(kv_cache_env_to_module, batched=False),
@@ -42,11 +48,19 @@ def _flagship_config(batched: bool):
     return config
 
 
-def _token_guess_config(batched: bool):
+def _token_guess_config(batched: bool, untimed: bool = True):
     config = token_guess.build_config(token_guess.SMOKE)
     config.environment(env_config={**config.env_config, "episode_length": 24})
     config.env_runners(num_envs_per_env_runner=3, num_env_runners=0)
     config.debugging(seed=5)
+    if not untimed:  # the recipe's batched_acting, its pieces timed one by one by RLlib
+        config.env_runners(
+            env_to_module_connector=None,
+            module_to_env_connector=None,
+            add_default_connectors_to_env_to_module_pipeline=True,
+            add_default_connectors_to_module_to_env_pipeline=True,
+        )
+        batched_acting(config, untimed=False)
     if not batched:  # RLlib's default acting pipelines
         config.env_runners(
             env_to_module_connector=None,
@@ -57,14 +71,25 @@ def _token_guess_config(batched: bool):
     return config
 
 
-def _sample(config, rounds: int, steps: int) -> tuple[list, list[str]]:
+def _piece_names(pipeline) -> list[str]:
+    """Class names of a pipeline's pieces, nested pipelines' pieces after their own name."""
+    names = []
+    for piece in pipeline.connectors:
+        names.append(type(piece).__name__)
+        if isinstance(piece, ConnectorPipelineV2):
+            names += _piece_names(piece)
+    return names
+
+
+def _sample(config, rounds: int, steps: int, metrics: list | None = None):
     runner = SingleAgentEnvRunner(config=config)  # seeds torch and numpy from the config
     try:
-        names = [type(piece).__name__ for piece in runner._env_to_module]
-        names += [type(piece).__name__ for piece in runner._module_to_env]
+        names = _piece_names(runner._env_to_module) + _piece_names(runner._module_to_env)
         episodes = []
         for _ in range(rounds):
             episodes += runner.sample(num_timesteps=steps, random_actions=False)
+        if metrics is not None:
+            metrics.append(runner.get_metrics())
         return episodes, names
     finally:
         runner.stop()
@@ -183,3 +208,36 @@ def test_the_acting_arena_samples_the_episodes_fresh_buffers_sample(monkeypatch)
     assert transformer._arena is not None and transformer._arena.head > 1  # used in place
     assert any(e.is_done for e in new) and any(e.t_started > 0 for e in new)
     _assert_same(new, old)
+
+
+def _connector_timers(metrics: dict) -> set[str]:
+    """Names of the connector pieces RLlib timed (env runner results, both pipelines)."""
+    names = set()
+    for side in ("env_to_module_connector", "module_to_env_connector"):
+        names |= set(metrics.get(side, {}).get("timers", {}).get("connectors", {}))
+    return names
+
+
+@pytest.mark.parametrize("study", ["flagship", "token_guess"])
+def test_untimed_pipelines_sample_the_episodes_the_timed_pieces_sample(study):
+    """Each acting pipeline's pieces as one UntimedPipeline (the default) sample, bit for
+    bit, the episodes of the same pieces RLlib's pipeline times one by one; only RLlib's
+    per-piece connector timers are gone."""
+    make = _flagship_config if study == "flagship" else _token_guess_config
+    new_metrics: list = []
+    old_metrics: list = []
+    new, new_names = _sample(make(batched=True), rounds=4, steps=20, metrics=new_metrics)
+    old, old_names = _sample(
+        make(batched=True, untimed=False), rounds=4, steps=20, metrics=old_metrics
+    )
+    assert new_names.count("UntimedPipeline") == 2 and "UntimedPipeline" not in old_names
+    assert [n for n in new_names if n != "UntimedPipeline"] == old_names
+    assert any(e.is_done for e in new) and any(e.t_started > 0 for e in new)
+    _assert_same(new, old)
+    actions = np.concatenate([e.get_actions() for e in new])
+    assert len(np.unique(actions, axis=0)) > 1
+    # What went: RLlib's timer per piece (one per pipeline is left, the UntimedPipeline's).
+    assert {"batched_observations", "get_actions", "listify_batch"} <= _connector_timers(
+        old_metrics[0]
+    )
+    assert _connector_timers(new_metrics[0]) == {"untimed_pipeline"}

@@ -7,6 +7,7 @@
 from rl_harness.learners.connectors.batched_acting import (
     BatchedObservations,
     ListifyBatch,
+    UntimedPipeline,
     batched_acting,
     batched_env_to_module,
     batched_module_to_env,
@@ -43,6 +44,7 @@ __all__ = [
     "KVStepsToEpisodes",
     "ListifyBatch",
     "PrevActionToBatch",
+    "UntimedPipeline",
     "batched_acting",
     "batched_env_to_module",
     "batched_module_to_env",

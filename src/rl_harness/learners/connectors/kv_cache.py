@@ -67,7 +67,11 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
-from rl_harness.learners.connectors.batched_acting import BatchedObservations, ListifyBatch
+from rl_harness.learners.connectors.batched_acting import (
+    BatchedObservations,
+    ListifyBatch,
+    one_piece,
+)
 from rl_harness.learners.connectors.prev_action import PrevActionToBatch
 
 K_STEP = "k_step"  # STATE_OUT stored per step: the step's new keys (num_layers, d_model)
@@ -381,6 +385,7 @@ def kv_cache_env_to_module(
     *,
     prev_action: bool = False,
     batched: bool = True,
+    untimed: bool = True,
 ) -> list[ConnectorV2]:
     """`config.env_runners(env_to_module_connector=..., add_default_connectors_to_env_to_
     module_pipeline=False)`: RLlib's default single-agent pieces for one acting step
@@ -388,7 +393,9 @@ def kv_cache_env_to_module(
     RLlib's time-dim pieces have nothing to add and remove every step), with
     `KVCacheStateIn` in place of `AddStatesFromEpisodesToBatch` (and `PrevActionToBatch`
     first if asked). `batched` (default, without prev_action): the observations batched in
-    one pass (`BatchedObservations`); False: RLlib's per-episode pieces (the same batch)."""
+    one pass (`BatchedObservations`); False: RLlib's per-episode pieces (the same batch).
+    `untimed` (default): the pieces as one `UntimedPipeline` (RLlib's pipeline does not
+    time each piece every step); False: separate pieces."""
     if batched and not prev_action:
         observations: list[ConnectorV2] = [BatchedObservations()]
     else:
@@ -397,7 +404,9 @@ def kv_cache_env_to_module(
             AddObservationsFromEpisodesToBatch(),
             BatchIndividualItems(),
         ]
-    return [*observations, NumpyToTensor(device=device), KVCacheStateIn(device=device)]
+    return one_piece(
+        [*observations, NumpyToTensor(device=device), KVCacheStateIn(device=device)], untimed
+    )
 
 
 def kv_steps_module_to_env(
@@ -407,6 +416,7 @@ def kv_steps_module_to_env(
     normalize_actions: bool = True,
     clip_actions: bool = False,
     batched: bool = True,
+    untimed: bool = True,
 ) -> list[ConnectorV2]:
     """`config.env_runners(module_to_env_connector=..., add_default_connectors_to_module_
     to_env_pipeline=False)`: RLlib's default single-agent module-to-env pieces with
@@ -414,7 +424,8 @@ def kv_steps_module_to_env(
     unsquashed/clipped for the whole batch (`BatchedNormalizeAndClipActions`) instead of
     per item. `store_kv_steps` passes the config's normalize_actions / clip_actions.
     `batched` (default): the per-env lists made in one pass (`ListifyBatch`); False:
-    RLlib's unbatch / time-rank / listify pieces (the same lists)."""
+    RLlib's unbatch / time-rank / listify pieces (the same lists). `untimed` (default):
+    the pieces as one `UntimedPipeline`; False: separate pieces (RLlib times each)."""
     listify: list[ConnectorV2] = (
         [ListifyBatch()]
         if batched
@@ -424,7 +435,7 @@ def kv_steps_module_to_env(
             ListifyDataForVectorEnv(),
         ]
     )
-    return [
+    pieces: list[ConnectorV2] = [
         GetActions(),
         KVStepsToEpisodes(),
         TensorToNumpy(),
@@ -433,6 +444,7 @@ def kv_steps_module_to_env(
         ),
         *listify,
     ]
+    return one_piece(pieces, untimed)
 
 
 def store_kv_steps(config: Any) -> Any:
