@@ -1058,6 +1058,33 @@ MUTATIONS = [
         "the acting pieces back in RLlib's pipeline, each timed every vector step: the "
         "sampling cut silently lost",
     ),
+    Mutation(
+        "replay-chunks-restart-cache",
+        "analysis/replay.py",
+        (
+            (
+                "                residuals, state = module.encode_sequence_residuals(batch)",
+                "                residuals, _ = module.encode_sequence_residuals(batch)",
+            ),
+        ),
+        (
+            "tests/analysis/test_replay_steps_per_call.py::"
+            "test_the_agents_own_greedy_play_replayed_64_steps_per_call_equals_its_stepping",
+        ),
+        "a replay read 64 steps per call would start each chunk from an empty cache, not the "
+        "one stepping carried: the layer and over-training probes would read another model",
+    ),
+    Mutation(
+        "replay-feeds-executed-actions",
+        "analysis/replay.py",
+        (("    if rollouts.module_actions is not None:\n", "    if False:\n"),),
+        (
+            "tests/analysis/test_prev_action_rollouts.py::"
+            "test_replay_feeds_the_modules_own_actions_when_a_transform_maps_them",
+        ),
+        "a module reading its previous action would be replayed on the env's unsquashed "
+        "actions, not the samples it read while acting",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ from rl_harness.analysis import (
     info_target,
     replay_observations,
     replay_rollouts,
+    rllib_action_transform,
 )
 from rl_harness.envs.hmm import HMMVectorEnv
 from rl_harness.learners.models import PREV_ACTIONS
@@ -145,3 +146,38 @@ def test_read_only_play_replayed_afterwards_feeds_the_played_actions(policy):
     np.testing.assert_array_equal(later.actions, every.actions)
     assert np.abs(every.actions).max() > 0
     np.testing.assert_allclose(later.representations, every.representations, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["greedy", "sample"])
+def test_replay_feeds_the_modules_own_actions_when_a_transform_maps_them(policy):
+    """With RLlib's Box handling (`rllib_action_transform`: the module acts in [-1, 1], the
+    env gets [-5, 5]) the env executes the unsquashed action but the module's `prev_actions`
+    read its own sample, as RLlib's episode stores it. A replay of its own rollouts reads
+    those (`Rollouts.module_actions`), not the executed ones: stepping again gives the
+    recorded representations bit for bit, 64 steps per call to float rounding. (Before,
+    replay fed the executed actions: up to 2.7 off.)"""
+    module, env_config = example_module_and_env()
+    space = HMMVectorEnv(1, env_config).single_action_space
+    transform = rllib_action_transform(space)
+    played = collect_example(module, env_config, policy=policy, action_transform=transform)
+    # The executed actions are the module's, mapped: a different input, so the test bites.
+    fed = played.module_actions
+    assert fed is not None and fed.shape == (3, 6 + 20, 2)
+    np.testing.assert_array_equal(played.warmup_actions, transform(fed[:, :6]))
+    np.testing.assert_array_equal(played.actions, transform(fed[:, 6:]))
+    assert np.abs(played.actions - fed[:, 6:]).max() > (0.5 if policy == "sample" else 0.01)
+    np.testing.assert_array_equal(replay_rollouts(module, played), played.representations)
+    np.testing.assert_allclose(
+        replay_rollouts(module, played, steps_per_call=64),
+        played.representations,
+        rtol=0,
+        atol=1e-5,
+    )
+    # A cut keeps each episode's warm-up with its first steps.
+    cut = played.head(2, steps=7)
+    assert cut.module_actions is not None
+    np.testing.assert_array_equal(cut.module_actions, fed[:2, : 6 + 7])
+    np.testing.assert_array_equal(replay_rollouts(module, cut), played.representations[:2, :7])
+    # Without a transform (or with an actor or random play) the executed actions are the
+    # ones the module read, and none are kept twice.
+    assert collect_example(module, env_config, policy=policy).module_actions is None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rl_harness.analysis import (
     collect_rollouts,
@@ -19,7 +21,9 @@ from rl_harness.analysis import (
     rllib_action_transform,
 )
 from rl_harness.analysis.module_api import SequenceResidualAPI
-from tests.analysis.test_replay import build, make_env
+from rl_harness.envs.hmm import HMMVectorEnv
+from rl_harness.learners.models import StatefulTransformerActorCritic
+from tests.analysis.test_replay import CONTROL_CONFIG, build, make_env
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -59,6 +63,65 @@ def test_many_steps_per_call_equal_one_step_at_a_time(steps_per_call):
     # Rows in batches of 3 (two batches of 4 rows) give the same.
     batched = replay_rollouts(module, played, steps_per_call=steps_per_call, batch_size=3)
     np.testing.assert_allclose(batched, final, **TOLERANCE)
+
+
+def test_the_agents_own_greedy_play_replayed_64_steps_per_call_equals_its_stepping():
+    """The flagship's two probe inputs on the same episodes: the representation the agent
+    recorded while acting (greedy, one step of attention over its cache per env step) and
+    the same episodes replayed 64 steps per call (its layer and over-training probes). Its
+    shape: context 64 = the chunk, the trunk initialised N(0, 0.02) as the study's, 16
+    warm-up steps then 64 recorded (chunks of 64 and 16, the first recorded step inside the
+    first chunk). They are equal to float32 rounding, step by step and feature by feature;
+    the smoke probe's R² then differs by what its ill-conditioned fit makes of that rounding
+    (docs/probes.md, "Replayed and stepped representations")."""
+    env_config = CONTROL_CONFIG | {"episode_length": 96}
+
+    def make(num_envs):
+        return HMMVectorEnv(num_envs, env_config)
+
+    env = make(1)
+    spec = RLModuleSpec(
+        module_class=StatefulTransformerActorCritic,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+        model_config={
+            "init": "normal",
+            "init_std": 0.02,
+            "max_seq_len": 64,
+            "context": 64,
+            "d_model": 32,
+            "num_heads": 4,
+            "num_layers": 2,
+            "prev_action": False,
+        },
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        module = spec.build()
+    played = collect_rollouts(
+        module,
+        make,
+        n_episodes=6,
+        episode_steps=64,
+        warmup_steps=16,
+        seed=11,
+        target=info_target("decision_belief"),
+        num_envs=6,
+        policy="greedy",
+        action_transform=rllib_action_transform(env.single_action_space),
+    )
+    env.close()
+    stepped = played.representations
+    # Replayed one step per call it is the same computation in the same kernels: the same bits.
+    np.testing.assert_array_equal(replay_rollouts(module, played), stepped)
+    replayed = replay_rollouts_named(module, played, steps_per_call=64)["final_norm"]
+    assert replayed.shape == stepped.shape == (6, 64, 32)
+    # Final-norm features of unit scale: measured 2026-12-07, at most 9.5e-7 apart (the
+    # flagship's smoke agent: 1.1e-6). A wrong start (no warm-up, another cache, a shifted
+    # position or step) is off by far more than 1e-5 at some step.
+    assert 0.5 < stepped.std() < 2.0
+    np.testing.assert_allclose(replayed, stepped, rtol=0, atol=1e-5)
+    assert not np.array_equal(replayed, stepped)  # batched kernels: rounding, not bits
 
 
 def test_another_module_replayed_in_chunks_reads_its_own_weights():

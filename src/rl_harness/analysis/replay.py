@@ -284,8 +284,12 @@ def rollout_observations(rollouts: Rollouts) -> tuple[np.ndarray, int]:
 
 
 def rollout_actions(rollouts: Rollouts) -> np.ndarray | None:
-    """(warm-up then recorded actions (E, W + T, ...)), aligned with `rollout_observations`;
-    None when warm-up steps were played but their actions not kept (older rollouts)."""
+    """(warm-up then recorded actions (E, W + T, ...)) as the module's `prev_actions` read
+    them, aligned with `rollout_observations`: its own actions before the action transform
+    where one mapped them (`Rollouts.module_actions`), else the executed ones; None when
+    warm-up steps were played but their actions not kept (older rollouts)."""
+    if rollouts.module_actions is not None:
+        return rollouts.module_actions
     warmup = rollouts.warmup_actions
     if warmup is None:
         has_warmup = (

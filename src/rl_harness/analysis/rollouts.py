@@ -35,7 +35,9 @@ array into a mapping of arrays, for a module that reads a Dict observation; the 
 record the env's flat arrays): recipes whose env-to-module
 connectors transform observations must pass the same transform as `preprocess`, and those
 whose module-to-env connectors rescale actions pass `action_transform` (for RLlib's default
-Box handling, `rllib_action_transform(space)`). Recorded actions are what the env received.
+Box handling, `rllib_action_transform(space)`). Recorded actions are what the env received;
+where a transform mapped the module's own samples, those (what its `prev_actions` input read,
+as RLlib's episode stores them) are kept too, in `Rollouts.module_actions`, for replays.
 """
 
 from __future__ import annotations
@@ -220,6 +222,12 @@ class Rollouts:
     # Named (n_episodes, T, k) arrays recorded beside the targets but never probed (e.g. the
     # hidden state, for read-outs by state): `collect_rollouts(..., side={name: extractor})`.
     side: dict[str, np.ndarray] = field(default_factory=dict)
+    # (n_episodes, warmup_steps + T, *action_shape): the actions as the module's own
+    # `prev_actions` input read them (its samples, before `action_transform`), warm-up steps
+    # first. Kept only where they differ from the executed `warmup_actions` / `actions`: the
+    # module chose them and an `action_transform` mapped them to the env's units. A replay
+    # feeds these (`replay.rollout_actions`), so it reads what stepping read.
+    module_actions: np.ndarray | None = None
 
     @property
     def n_episodes(self) -> int:
@@ -245,6 +253,10 @@ class Rollouts:
             value = getattr(self, name)
             cut[name] = None if value is None else value[:n_episodes]
         cut["side"] = {name: value[:n_episodes, t] for name, value in self.side.items()}
+        if self.module_actions is not None:  # warm-up steps first, then the recorded ones
+            warmup = self.module_actions.shape[1] - self.episode_steps
+            kept = self.module_actions.shape[1] if steps is None else warmup + steps
+            cut["module_actions"] = self.module_actions[:n_episodes, :kept]
         return replace(self, **cut)
 
     def mean_reward_per_step(self) -> float:
@@ -538,6 +550,9 @@ def _collect_batch(
     rewards: list[np.ndarray] = []
     warmup: list[np.ndarray] = []
     warmup_actions: list[np.ndarray] = []
+    # The module's own actions where a transform maps them for the env (Rollouts.module_actions).
+    transformed = actor is None and policy != "random" and action_transform is not None
+    module_actions: list[np.ndarray] = []
     side_values: dict[str, list[np.ndarray]] = {name: [] for name in side}
     total = warmup_steps + episode_steps
     for t in range(total):
@@ -567,7 +582,9 @@ def _collect_batch(
         stepper.note_actions(action)
         if read_later:
             played_actions.append(np.asarray(action))
-        if actor is None and policy != "random" and action_transform is not None:
+        if transformed:
+            module_actions.append(np.asarray(action))
+            assert action_transform is not None  # `transformed` says so
             action = np.asarray(action_transform(action))
         if t < warmup_steps:
             warmup_actions.append(np.asarray(action))
@@ -617,6 +634,7 @@ def _collect_batch(
         *(np.stack(part, axis=1) for part in parts),
         history,
         history_actions,
+        np.stack(module_actions, axis=1) if module_actions else None,
         recorded_side,
     )
 
@@ -679,7 +697,7 @@ def collect_rollouts(
     stream = tuple(stream)
     seeds = [stream_seed(seed, *stream, "episode", str(i)) for i in range(n_episodes)]
     action_rng = stream_rng(seed, *stream, "random_actions")
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[tuple[Any, ...]] = []
     with eval_mode(module), torch.random.fork_rng(devices=[]):
         torch.manual_seed(stream_seed(seed, *stream, "actions"))
         for start in range(0, n_episodes, num_envs):
@@ -708,8 +726,10 @@ def collect_rollouts(
                 env.close()
     side_parts = [part[-1] for part in parts]
     observations, features, targets, actions, rewards, warmup, warmup_actions = (
-        np.concatenate(p) for p in zip(*(part[:-1] for part in parts), strict=True)
+        np.concatenate(p) for p in zip(*(part[:-2] for part in parts), strict=True)
     )
+    chosen = [part[-2] for part in parts]  # every batch alike: the same policy and transform
+    module_actions = None if chosen[0] is None else np.concatenate(chosen)
     recorded_side = {name: np.concatenate([p[name] for p in side_parts]) for name in side or {}}
     return Rollouts(
         observations=observations,
@@ -723,4 +743,5 @@ def collect_rollouts(
         num_envs=num_envs,
         warmup_actions=warmup_actions,
         side=recorded_side,
+        module_actions=module_actions,
     )
