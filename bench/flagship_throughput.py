@@ -236,6 +236,9 @@ def study_config(spec: Spec):
             module_to_env_connector=None,
             add_default_connectors_to_env_to_module_pipeline=True,
         )
+        # Chosen on purpose: the module's opt-out of the harness's store_kv_steps refusal.
+        model_config = {**config.rl_module_spec.model_config, "whole_cache_per_step": True}
+        config.rl_module(model_config=model_config)
     elif spec.path in ("kv-steps", "rllib-acting"):
         from rl_harness.learners.models import store_kv_steps
 

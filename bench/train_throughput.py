@@ -227,8 +227,10 @@ def flagship_config(name: str, args: argparse.Namespace, envs_per_runner: int):
         )
     )
     if class_name == "StatefulTransformerActorCritic":
-        config.env_runners(env_to_module_connector=models.prev_action_env_to_module)
+        # Per-step K/V storage, as the studies train it (the harness refuses the module
+        # without it); it installs the env runner's previous-action piece too.
         config.learners(learner_connector=models.prev_action_learner)
+        models.store_kv_steps(config)
     return config
 
 

@@ -19,10 +19,12 @@ from rl_harness.analysis import collect_rollouts, info_target
 from rl_harness.envs.hmm import ENV_ID, HMMEnv, HMMVectorEnv
 from rl_harness.envs.hmm.action_tasks import OneStepLookaheadPolicy
 from rl_harness.envs.mess3.solvers import OccupancyProblem
+from rl_harness.harness.preflight import check_buildable
+from rl_harness.learners.connectors.kv_cache import kv_cache_env_to_module
 from rl_harness.learners.models import (
     PREV_ACTIONS,
+    KVCacheLearnerMixin,
     StatefulTransformerActorCritic,
-    prev_action_env_to_module,
     prev_action_learner,
 )
 from tests.test_architecture import REPO
@@ -50,8 +52,13 @@ def test_the_worked_example_builds_and_acts():
     # The original reward_only recipe set no KL option: RLlib's default term stays on.
     assert config.use_kl_loss is True and config.kl_coeff == 0.2
     assert recipe.build_config(False).train_batch_size_per_learner == 32_768
-    assert config._env_to_module_connector is prev_action_env_to_module
+    # store_kv_steps installed (the harness refuses the module without it), with the
+    # env runner's previous-action piece.
+    assert issubclass(config.learner_class, KVCacheLearnerMixin)
+    assert config._env_to_module_connector.func is kv_cache_env_to_module
+    assert config._env_to_module_connector.keywords == {"prev_action": True}
     assert config._learner_connector is prev_action_learner
+    check_buildable(config)  # the harness's preflight: the module accepts the config
     # The solvers' problem at the doc's parameters is this env (for the ceilings it names).
     problem_config = OccupancyProblem(0.85, 5.0, 4.0).env_config(1)
     for key, value in problem_config.items():
@@ -135,6 +142,7 @@ def test_the_action_symmetry_example_is_the_original_study(variant):
     )
     assert (config.train_batch_size_per_learner, config.minibatch_size) == (32_768, 2048)
     assert config.num_epochs == 6
+    assert issubclass(config.learner_class, KVCacheLearnerMixin)  # store_kv_steps installed
     env = HMMVectorEnv(64, config.env_config | {"info": ["state_before", "state"]})
     # The uniform start, not the chain's stationary law.
     np.testing.assert_allclose(env.model.initial, [1 / 3, 1 / 3, 1 / 3])

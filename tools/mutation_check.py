@@ -504,6 +504,24 @@ MUTATIONS = [
         "the 'normal' scheme would leave PyTorch's random biases in the trunk",
     ),
     Mutation(
+        "kv-steps-env-runner-unchecked",
+        "learners/connectors/kv_cache.py",
+        (
+            (
+                "    if config.add_default_connectors_to_env_to_module_pipeline:\n",
+                "    if False:\n",
+            ),
+        ),
+        (
+            "tests/learners/test_kv_cache.py::"
+            "test_a_harness_run_without_store_kv_steps_is_refused_before_ray",
+            "tests/learners/test_kv_cache.py::"
+            "test_a_half_installed_config_is_refused_naming_what_is_missing",
+        ),
+        "a stateful transformer whose env runners keep RLlib's default pieces (the whole "
+        "K/V cache stored at every step) would train without the refusal naming it",
+    ),
+    Mutation(
         "init-vf-scale-ignored",
         "learners/models/base.py",
         (("output_scale=self.init.vf_output_scale,", ""),),

@@ -250,3 +250,75 @@ def test_batched_actions_for_the_env_equal_rllibs_per_item_unsquash_and_clip(nor
         sent = np.stack([batch[Columns.ACTIONS_FOR_ENV][(i,)][0] for i in ids])
         kept = np.stack([batch[Columns.ACTIONS][(i,)][0] for i in ids])
         assert not np.array_equal(sent, actions) and np.array_equal(kept, actions)
+
+
+# ---------------------------------------------------------------- the harness's refusal
+
+
+def _unstored_config(**model):
+    """The trap: the module's spec copied without store_kv_steps (RLlib's own pipelines with
+    the previous-action piece, PPO's default learner)."""
+    config = tiny_ppo_config(
+        StatefulTransformerActorCritic,
+        MODEL | model,
+        env=RecallEnv,
+        env_config={"vocab": 3, "episode_len": 8},
+        learners={"learner_connector": prev_action_learner},
+    )
+    return config.env_runners(env_to_module_connector=prev_action_env_to_module)
+
+
+def test_a_harness_run_without_store_kv_steps_is_refused_before_ray(tmp_path):
+    from rl_harness import make_context, run_algorithm
+    from rl_harness.harness.preflight import PreflightError
+
+    context = make_context(tmp_path, seed=0, smoke=True)
+    with pytest.raises(PreflightError) as refused:
+        run_algorithm(_unstored_config(), context, stop=1)
+    message = str(refused.value)
+    # It names the installer and the opt-out, what is missing, and the cost per step
+    # (2 * 2 layers * 5 past steps * 16 floats * 4 bytes = 1.3 KB).
+    assert "store_kv_steps(config)" in message and "whole_cache_per_step" in message
+    assert "learner class PPOTorchLearner without KVCacheLearnerMixin" in message
+    assert "RLlib's default env-to-module pieces" in message
+    assert "(1.3 KB) at every env step" in message
+    assert not (context.results_dir / "metrics.jsonl").exists()
+
+
+def test_a_half_installed_config_is_refused_naming_what_is_missing():
+    # The learner class set by hand, the env runners left with RLlib's pieces.
+    from rl_harness.harness.preflight import PreflightError, check_buildable
+
+    config = _unstored_config().learners(learner_class=KVCachePPOLearner)
+    with pytest.raises(PreflightError, match="store_kv_steps") as refused:
+        check_buildable(config)
+    assert "KVCacheLearnerMixin" not in str(refused.value)
+    assert "RLlib's default env-to-module pieces" in str(refused.value)
+    assert "RLlib's default module-to-env pieces" in str(refused.value)
+
+
+def test_a_bare_rllib_learner_with_the_mixin_refuses_whole_caches():
+    # Outside the harness (config.build_algo()) the same half-installed setup fails at the
+    # first update instead of training on RLlib's whole caches.
+    algo = _unstored_config().learners(learner_class=KVCachePPOLearner).build_algo()
+    try:
+        with pytest.raises(RuntimeError, match="whole K/V cache at every step.*store_kv_steps"):
+            algo.train()
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("stored", ["store_kv_steps", "whole_cache_per_step"])
+def test_a_harness_run_trains_with_store_kv_steps_or_the_opt_out(ray_session, tmp_path, stored):
+    import json
+
+    from rl_harness import make_context, run_algorithm
+
+    if stored == "store_kv_steps":
+        config = store_kv_steps(_unstored_config())
+    else:  # RLlib's own whole-cache storage, chosen explicitly
+        config = _unstored_config(whole_cache_per_step=True)
+    context = make_context(tmp_path, seed=0, smoke=True)
+    run_algorithm(config, context, stop=1)
+    rows = (context.results_dir / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 1 and json.loads(rows[0])

@@ -10,7 +10,9 @@ one line naming the key or path, instead of after Ray's start inside a worker's 
   state file, weights included: `algorithm_state.pkl`, each `module_state.pkl`, ... load)
   and fits `config` (same algorithm class, RLModule class, spaces and model_config).
 
-Both know no named environment or model: they ask RLlib's own classes.
+Both know no named environment or model: they ask RLlib's own classes, and a built RLModule
+that has a `check_algorithm_config(config)` method is asked whether it can train under the
+config (the stateful transformer refuses a config without `store_kv_steps`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def _env_runner_class(config: AlgorithmConfig) -> type:
 def check_buildable(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
     """Build the config's env and RLModule once in this process (no Ray): PreflightError
     naming what is wrong. Returns what was built, per module id: class, spaces and
-    model_config (what a checkpoint must match); the env runner is stopped again."""
+    model_config (what a checkpoint must match); the env runner is stopped again. A module
+    with a `check_algorithm_config(config)` method is asked it (a ValueError refuses)."""
     if not config.enable_env_runner_and_connector_v2 or not config.env:
         return {}  # the old API stack, or an env the recipe builds elsewhere: RLlib checks it
     trial = config.copy(copy_frozen=False)
@@ -85,6 +88,15 @@ def check_buildable(config: AlgorithmConfig) -> dict[str, dict[str, Any]]:
             modules = dict(module.items())
         else:  # a single-agent env runner holds the one RLModule itself
             modules = {DEFAULT_MODULE_ID: module}
+        for sub in modules.values():
+            check = getattr(sub, "check_algorithm_config", None)
+            if callable(check):
+                try:
+                    check(trial)
+                except ValueError as error:
+                    raise PreflightError(
+                        f"the RLModule cannot train under this config: {one_line(error)}"
+                    ) from None
         return {
             module_id: {
                 "class": type(sub),

@@ -22,7 +22,13 @@ Choices that differ from the original (docs/migrating.md, "the action-symmetry f
 - sampling: `num_envs` copies on the hardware plan's env runners (the original: 8 runners x
   48 copies, or 24 copies per runner on a 12-core host); a train batch is exactly
   `train_batch` steps (RLlib's many runners overshot it: 33,077 per iteration), so the
-  original's stop at >= N sampled steps is `iterations` = ceil(N / 32,768) here.
+  original's stop at >= N sampled steps is `iterations` = ceil(N / 32,768) here. Exact
+  because each copy's share of a batch (`train_batch / num_envs` with the CPU plan's one
+  env runner) is a whole number of episodes: RLlib counts no step for a copy's reset and
+  stops at the first vector step that reaches the batch, so otherwise an iteration
+  overshoots by up to `num_envs - 1` (the smoke's 16 copies counted 2,048 then 2,062;
+  docs/migrating.md, "Env steps per iteration"). tests/study/test_sampled_steps.py counts
+  them through RLlib's env runner.
 - probes: each checkpoint's own greedy rollouts, `probe_episodes` episodes from reset of
   `probe_steps` recorded steps after `warmup_steps` (the original: 16 copies run on
   through episode ends, 60,000 steps fitted and 80,000 held out on a second stream); a
@@ -84,7 +90,9 @@ SMOKE = Budget(
     minibatch=256,
     num_epochs=6,
     lr=3e-4,
-    num_envs=16,
+    # Two copies: 1,024 steps each per batch, one episode, so both iterations count exactly
+    # 2,048 env steps (16 copies overshot to 2,062; see the module docstring).
+    num_envs=2,
     probe_episodes=8,
     warmup_steps=4,  # the original's smoke warm-up
     probe_steps=32,

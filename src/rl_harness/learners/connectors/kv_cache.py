@@ -30,8 +30,11 @@ the learner class: `KVCacheLearnerMixin` inserts
 `KVCacheChunkStarts` after RLlib's `AddTimeDimToBatchAndZeroPad` in `Learner.build` (a
 prepended learner connector piece cannot write STATE_IN: RLlib's time-dim piece skips the
 whole batch once STATE_IN is in it). Without `store_kv_steps` RLlib stores the module's
-whole cache at every step; a half-installed setup fails with a message naming this
-function instead of training on the wrong context.
+whole cache at every step: a run through the harness is refused before Ray starts
+(`check_kv_steps_installed`, asked by the module's `check_algorithm_config` in the harness's
+preflight) unless the module's model_config opts out (`"whole_cache_per_step": True`, for
+tests and comparisons with RLlib's own path); a half-installed setup fails with a message
+naming this function instead of training on the wrong context.
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ _STASH = "kv_cache/state_out"  # shared_data: the batched cache after the last s
 _STATE_IN = "kv_cache/state_in"  # shared_data: the batched cache this step read
 
 INSTALL_HINT = "install the per-step K/V pieces with rl_harness.learners.models.store_kv_steps"
+# model_config key of the stateful transformer: True keeps RLlib's storage of the whole
+# cache at every env step (no store_kv_steps); the opt-out for tests and comparisons.
+WHOLE_CACHE_PER_STEP = "whole_cache_per_step"
 
 
 def _single_module(rl_module: Any, episode: Any) -> Any:
@@ -280,11 +286,17 @@ class KVCacheChunkStarts(ConnectorV2):
             if Columns.STATE_OUT not in outputs:
                 continue
             stored = episode.get_extra_model_outputs(key=Columns.STATE_OUT)
+            module = _single_module(rl_module, episode)
             if not isinstance(stored, dict) or K_STEP not in stored:
-                continue  # whole caches stored: RLlib's own piece handles them
+                if getattr(module, WHOLE_CACHE_PER_STEP, False):
+                    continue  # opted out: RLlib's own piece reads the whole caches stored
+                raise RuntimeError(
+                    f"episode {episode.id_!r} stores the whole K/V cache at every step: the "
+                    "learner has KVCacheLearnerMixin but the env runners lack the per-step "
+                    "pieces; " + INSTALL_HINT
+                )
             if Columns.NEXT_OBS in batch:
                 raise NotImplementedError("per-step K/V storage does not build NEXT_STATE_IN")
-            module = _single_module(rl_module, episode)
             start = episode.custom_data.get(KV_CACHE_START)
             if episode.t_started > 0 and (start is None or start["t"] != episode.t_started):
                 raise RuntimeError(
@@ -480,6 +492,35 @@ def store_kv_steps(config: Any) -> Any:
         add_default_connectors_to_module_to_env_pipeline=False,
     )
     return config
+
+
+def check_kv_steps_installed(config: Any, *, bytes_per_step: int) -> None:
+    """Refuse a config that would train the stateful transformer with RLlib storing its
+    whole K/V cache at every env step (`bytes_per_step` of it): what `store_kv_steps` sets
+    must all be there (a learner class composing `KVCacheLearnerMixin`, both env runner
+    pipelines without RLlib's default pieces). The module asks this
+    (`StatefulTransformerActorCritic.check_algorithm_config`, called by the harness's
+    preflight); its model_config's "whole_cache_per_step": True skips it.
+
+    Without it nothing fails: the action-symmetry study's first full run held 10-13 GiB
+    in the driver and sampled at about half the speed, with the same returns."""
+    learner_class = config.learner_class
+    missing = []
+    if not issubclass(learner_class, KVCacheLearnerMixin):
+        missing.append(f"learner class {learner_class.__name__} without KVCacheLearnerMixin")
+    if config.add_default_connectors_to_env_to_module_pipeline:
+        missing.append("RLlib's default env-to-module pieces")
+    if config.add_default_connectors_to_module_to_env_pipeline:
+        missing.append("RLlib's default module-to-env pieces")
+    if missing:
+        raise ValueError(
+            "StatefulTransformerActorCritic without per-step K/V storage ("
+            + "; ".join(missing)
+            + f"): RLlib would store the module's whole K/V cache ({bytes_per_step / 1e3:,.1f} "
+            "KB) at every env step. Call rl_harness.learners.models.store_kv_steps(config) "
+            "after config.rl_module(...), or set model_config['whole_cache_per_step'] = True "
+            "to keep RLlib's own storage (tests, comparisons)"
+        )
 
 
 class KVCachePPOLearner(KVCacheLearnerMixin, PPOTorchLearner):

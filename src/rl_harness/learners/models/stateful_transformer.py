@@ -18,6 +18,11 @@ model_config keys:
                  column, so install `PrevActionToBatch` on both sides:
                  config.env_runners(env_to_module_connector=prev_action_env_to_module)
                  config.learners(learner_connector=prev_action_learner)
+                 (`store_kv_steps` installs the env runner's side itself).
+  "whole_cache_per_step"  False (default): training needs `store_kv_steps(config)`; a run
+                 without it is refused before Ray starts (`check_algorithm_config`, the
+                 harness's preflight). True: RLlib stores the whole cache at every env
+                 step (its own pieces; tests and comparisons with that path).
   plus the shared "head_hidden_sizes" and "activation" of ActorCriticRLModule, and its
   initialisation keys: "init" "torch_default" (default) or "normal" (every trunk weight
   N(0, "init_std" = 0.02), biases 0, LayerNorms (1, 0), the input projection without a
@@ -57,6 +62,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.annotations import override
 
 from rl_harness.learners.components.stateful_transformer import StatefulTransformerEncoder
+from rl_harness.learners.connectors.kv_cache import WHOLE_CACHE_PER_STEP, check_kv_steps_installed
 from rl_harness.learners.connectors.prev_action import PREV_ACTIONS
 from rl_harness.learners.models.base import ActorCriticRLModule
 from rl_harness.learners.models.model_config import config_bool, config_int
@@ -87,6 +93,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
         "num_layers",
         "ff_dim",
         "prev_action",
+        WHOLE_CACHE_PER_STEP,
     )
 
     def setup_trunk(self, config: dict[str, Any]) -> int:
@@ -97,6 +104,7 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             )
         config_int(config, "max_seq_len")  # checked here; RLlib reads it from model_config
         self.use_prev_action = config_bool(config, "prev_action", True)
+        self.whole_cache_per_step = config_bool(config, WHOLE_CACHE_PER_STEP, False)
         self.obs_dim = flat_feature_dim(self._observation_space())
         self.action_dim = _prev_action_dim(self._action_space()) if self.use_prev_action else 0
         d_model = config_int(config, "d_model", 64)
@@ -113,6 +121,16 @@ class StatefulTransformerActorCritic(ActorCriticRLModule):
             input_bias=self.init.input_bias,
         )
         return d_model
+
+    def check_algorithm_config(self, config: Any) -> None:
+        """Refuse a training config without `store_kv_steps` (ValueError naming it) unless
+        model_config["whole_cache_per_step"] is True. The harness's preflight calls this
+        before Ray starts (a module's `check_algorithm_config`, if it has one)."""
+        if self.whole_cache_per_step:
+            return
+        enc = self.transformer
+        floats = 2 * enc.num_layers * (enc.context - 1) * enc.d_model
+        check_kv_steps_installed(config, bytes_per_step=4 * floats)
 
     @override(RLModule)
     def get_initial_state(self) -> dict[str, np.ndarray]:
