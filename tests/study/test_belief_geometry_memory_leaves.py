@@ -39,7 +39,10 @@ def test_the_memory_point_is_not_the_flagship():
 def test_a_memory_leaf_is_its_base_leaf_at_the_memory_point(leaf, plan_name):
     module, base = leaf_module(leaf), leaf_module(MEMORY_LEAVES[leaf])
     plan, base_plan = budgets(module)[plan_name], budgets(base)[plan_name]
-    assert plan == dataclasses.replace(base_plan, task_point="memory")
+    # The memory point, and the incremental test against several untrained inits (spec.py).
+    assert plan.untrained_inits == spec.MEMORY_UNTRAINED_INITS == 3
+    assert base_plan.untrained_inits == 1
+    assert plan == dataclasses.replace(base_plan, task_point="memory", untrained_inits=3)
     assert module.DEFAULT_BUDGET == base.DEFAULT_BUDGET
     module.build_config(plan).validate()  # validate() fills fields: compare fresh configs
     own = module.build_config(plan)
