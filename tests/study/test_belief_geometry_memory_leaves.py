@@ -97,3 +97,11 @@ def test_reward_only_memory_smoke_runs_at_the_memory_point(tmp_path):
     assert solvers["problem"]["alpha"] == POINT.alpha
     assert solvers["stack_3"] < solvers["belief_mdp"]
     assert "interventions" in metrics and (run_dir / "yardstick.json").exists()
+    # Both incremental tests against the leaf's three untrained inits, in-run.
+    result = json.loads((run_dir / "result.json").read_text())
+    for key in ("incremental_r2", "incremental_r2_sampled"):
+        assert metrics[key]["untrained_inits"] == 3
+        assert metrics[key]["table"]["controls"] == ["control", "control_1", "control_2"]
+        assert (
+            result[key]["untrained_inits"] == 3 and "agent_minus_controls_min" in result[key]["k1"]
+        )

@@ -11,7 +11,15 @@ import json
 
 import numpy as np
 import pytest
-from experiments.mess3_belief_geometry import analysis, incremental, probing, report, task
+from experiments.mess3_belief_geometry import (
+    analysis,
+    confirmatory,
+    incremental,
+    probing,
+    report,
+    spec,
+    task,
+)
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 from experiments.mess3_belief_geometry.reward_only_memory import experiment as memory_leaf
 
@@ -21,6 +29,14 @@ from rl_harness.seeding import stream_seed
 from tests.study.reward_only_runs import STAGE_RECORDS, untrained_agent, write_finished_run
 from tests.study.test_belief_geometry_controls import SEED
 from tests.study.test_belief_geometry_report import memory_runs  # noqa: F401 (fixture)
+
+
+def test_the_registered_confirmatory_statistic_is_what_the_memory_leaves_record():
+    # confirmatory.PLAN (registered before its runs) reads this headline name and count.
+    assert confirmatory.PLAN.n_untrained == spec.MEMORY_UNTRAINED_INITS
+    assert memory_leaf.CPU.untrained_inits == confirmatory.PLAN.n_untrained
+    assert confirmatory.PLAN.key == incremental.KEY_SAMPLED
+    assert confirmatory.PLAN.statistic == "agent_minus_controls_min"
 
 
 def test_init_zero_is_the_control_every_stage_always_used():
@@ -89,9 +105,9 @@ def test_three_inits_keep_init_zero_and_carry_the_minimum(tmp_path):
     assert top.value("untrained_inits") == 3
     names = set(top)
     assert "k1/agent_minus_control" not in names and "k1/r2_control" not in names
-    assert {"k1/agent_minus_control_min", "k1/agent_minus_control_min_p_holm"} <= names
+    assert {"k1/agent_minus_controls_min", "k1/agent_minus_controls_min_p_holm"} <= names
     assert {"k2/agent_minus_control_2_within_branch", "k2/r2_control_1"} <= names
-    minimum = top.value("k1/agent_minus_control_min_p_holm")
+    minimum = top.value("k1/agent_minus_controls_min_p_holm")
     assert minimum == max(top.value(f"k1/agent_minus_control_{j}_p_holm") for j in range(3))
     # A one-init record's headline is as it was.
     assert "k1/agent_minus_control" in set(incremental.headline(one))
@@ -109,7 +125,7 @@ def _several(run: report.StudyRun, seed: int) -> report.StudyRun:
             continue
         suffix = tail.removeprefix("agent_minus_control")
         if suffix.endswith("_p_holm"):
-            metrics[f"{head}/agent_minus_control_min{suffix}"] = metric
+            metrics[f"{head}/agent_minus_controls_min{suffix}"] = metric
             continue
         low = dataclasses.replace(
             metric,
@@ -117,8 +133,8 @@ def _several(run: report.StudyRun, seed: int) -> report.StudyRun:
             low=metric.low - 0.01 * (seed + 1),
             high=metric.high - 0.01 * (seed + 1),
         )
-        metrics[f"{head}/agent_minus_control_min{suffix}"] = low
-        metrics[f"{head}/agent_minus_control_mean{suffix}"] = Metric(metric.value - 0.005)
+        metrics[f"{head}/agent_minus_controls_min{suffix}"] = low
+        metrics[f"{head}/agent_minus_controls_mean{suffix}"] = Metric(metric.value - 0.005)
     metrics[f"{key}/untrained_inits"] = Metric(3)
     return dataclasses.replace(run, seed=seed, result=Results(metrics))
 
@@ -132,8 +148,8 @@ def test_the_report_reads_one_init_and_several_init_records(memory_runs) -> None
     per_run = report.memory_incremental_runs_table(runs)
     assert "| inits |" in per_run and "min b - c_j [95%]" in per_run
     old = base.result.value(f"{key}/k1/{name}")
-    new = runs[1].result.value(f"{key}/k1/{name}_min")
-    mean = runs[1].result.value(f"{key}/k1/{name}_mean")
+    new = runs[1].result.value(f"{key}/k1/agent_minus_controls_min")
+    mean = runs[1].result.value(f"{key}/k1/agent_minus_controls_mean")
     old_line = next(
         ln
         for ln in per_run.splitlines()
@@ -146,7 +162,7 @@ def test_the_report_reads_one_init_and_several_init_records(memory_runs) -> None
     assert new_line.endswith(f"| {mean:+.3f} |") and f"{new:+.3f} [" in new_line
     # Across seeds b - c is the minimum over inits where a run has several.
     rows = report.incremental_rows([r.result for r in runs], key)[name]
-    values = [old, new, runs[2].result.value(f"{key}/k1/{name}_min")]
+    values = [old, new, runs[2].result.value(f"{key}/k1/agent_minus_controls_min")]
     assert rows[0]["values"] == pytest.approx(values)
     seeds = report.memory_incremental_seeds_table(runs)
     assert "the minimum over each run's untrained inits" in seeds

@@ -187,8 +187,8 @@ def headline(record: Mapping[str, Any]) -> Results:
     tokens_2 (`_within_branch`), R²(a), R²(b), R²(c), b - a and b - c with their intervals,
     and b - a's and b - c's Holm p (`<name>_p_holm`). A record of several untrained inits has
     no single (c): `untrained_inits` (n), and per k, for init j, `r2_control_<j>` and
-    `agent_minus_control_<j>` (its p Holm over k x inits), and `agent_minus_control_min` (the
-    claim: min over inits, its p the largest of theirs) and `agent_minus_control_mean`."""
+    `agent_minus_control_<j>` (its p Holm over k x inits), and `agent_minus_controls_min` (the
+    claim: min over inits, its p the largest of theirs) and `agent_minus_controls_mean`."""
     table = record["table"]
     if "controls" in table:
         return _headline_several(table)
@@ -234,9 +234,9 @@ def _headline_several(table: Mapping[str, Any]) -> Results:
                 minus = name.format(f"agent_minus_control_{init}")
                 out.add(minus, probing.estimate(block["agent_minus_control"], *path))
                 out.add(minus + "_p_holm", holm[score][control][index])
-            minus = name.format("agent_minus_control_min")
+            minus = name.format("agent_minus_controls_min")
             out.add(minus, probing.estimate(row["agent_minus_controls_min"], *path))
             out.add(minus + "_p_holm", minimum[score][index])
             mean = row["agent_minus_controls_mean"]
-            out.add(name.format("agent_minus_control_mean"), probing.estimate(mean, *path))
+            out.add(name.format("agent_minus_controls_mean"), probing.estimate(mean, *path))
     return out

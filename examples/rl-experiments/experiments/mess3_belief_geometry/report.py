@@ -942,10 +942,10 @@ def untrained_inits(result: Results, key: str = INCREMENTAL_KEY) -> int:
 def increment_metric(result: Results, key: str, k: int, name: str) -> str:
     """The run's result.json name of `name` (a quantity and score suffix) at k: b - c of a run
     with several untrained inits is the claim's minimum over them (incremental.headline:
-    `agent_minus_control_min`, its p the largest of the inits' Holm p over k x inits)."""
+    `agent_minus_controls_min`, its p the largest of the inits' Holm p over k x inits)."""
     quantity = "agent_minus_control"
     if name.startswith(quantity) and untrained_inits(result, key) > 1:
-        return f"{key}/k{k}/{quantity}_min{name[len(quantity) :]}"
+        return f"{key}/k{k}/agent_minus_controls_min{name[len(quantity) :]}"
     return f"{key}/k{k}/{name}"
 
 
@@ -1169,7 +1169,7 @@ def _incremental_runs_several(runs: Sequence[StudyRun], key: str) -> str:
             for suffix, score in INCREMENT_SCORES.items():
                 increment = f"agent_increment{suffix}"
                 minus = increment_metric(run.result, key, k, f"agent_minus_control{suffix}")
-                mean = minus if inits == 1 else f"{key}/k{k}/agent_minus_control_mean{suffix}"
+                mean = minus if inits == 1 else f"{key}/k{k}/agent_minus_controls_mean{suffix}"
                 name = f"{key}/k{k}/{{}}".format
                 optional = run.result.optional
                 lines.append(
