@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from experiments.mess3_belief_geometry import probing, spec, task
 
-from rl_harness import make_context
+from rl_harness import make_context, read_results
 from rl_harness.envs.hmm import HMMEnvConfig, HMMVectorEnv
 from rl_harness.envs.mess3 import control_chain_transition
 from tests.study.spec_check import changed_keys
@@ -98,10 +98,9 @@ def test_reward_only_memory_smoke_runs_at_the_memory_point(tmp_path):
     assert solvers["stack_3"] < solvers["belief_mdp"]
     assert "interventions" in metrics and (run_dir / "yardstick.json").exists()
     # Both incremental tests against the leaf's three untrained inits, in-run.
-    result = json.loads((run_dir / "result.json").read_text())
+    result = read_results(run_dir)  # the named metrics (rl_harness.Results)
     for key in ("incremental_r2", "incremental_r2_sampled"):
         assert metrics[key]["untrained_inits"] == 3
         assert metrics[key]["table"]["controls"] == ["control", "control_1", "control_2"]
-        assert (
-            result[key]["untrained_inits"] == 3 and "agent_minus_controls_min" in result[key]["k1"]
-        )
+        assert result.value(f"{key}/untrained_inits") == 3
+        assert result.get(f"{key}/k1/agent_minus_controls_min") is not None
