@@ -63,6 +63,21 @@ MUTATIONS = [
         "`rl-harness analyze` would skip a stage whose input changed since it ran",
     ),
     Mutation(
+        "incremental-min-over-controls",
+        "analysis/incremental.py",
+        (
+            (
+                "min_over_controls=scores(_over(minus, np.min)) if minus else None,",
+                "min_over_controls=scores(_over(minus, np.max)) if minus else None,",
+            ),
+        ),
+        (
+            "tests/analysis/test_incremental_r2.py::"
+            "test_a_control_that_is_the_agent_gives_zero_and_so_does_the_minimum",
+        ),
+        "the claim against several untrained inits would rest on the easiest one, not the worst",
+    ),
+    Mutation(
         "redaction-token",
         "harness/redaction.py",
         (

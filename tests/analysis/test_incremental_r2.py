@@ -190,3 +190,108 @@ def test_a_memo_shared_with_the_windows_reads_a_and_changes_no_number(process, b
     assert memo.reads == 2 + 2
     assert other.rows[0].agent.to_dict() == belief_table.rows[0].agent.to_dict()
     assert other.rows[0].control.to_dict() != belief_table.rows[0].control.to_dict()
+
+
+# Several controls (issue 52 follow-up: one untrained network is one draw). -----------------
+
+
+@pytest.fixture(scope="module")
+def several_table(process):
+    # Control "same" IS the agent's representation; "noise" holds nothing beyond the window.
+    beliefs = process[1]
+    noise = np.random.default_rng(9).normal(size=(*beliefs.shape[:2], 4))
+    return _run_several(process, beliefs, {"noise": noise, "same": beliefs})
+
+
+def _run_several(process, representation, controls, ks=(1, 2)):
+    inputs, beliefs, history, agent, branches = process
+    return incremental_r2(
+        agent,
+        inputs,
+        beliefs,
+        representation=representation,
+        controls=controls,
+        ks=list(ks),
+        history=history,
+        branchings=branches,
+        regressor=FAST,
+    )
+
+
+def test_a_control_that_is_the_agent_gives_zero_and_so_does_the_minimum(several_table):
+    zero = {"value": 0.0, "low": 0.0, "high": 0.0}
+    for row in several_table.rows:
+        noise, same = row.controls
+        assert (noise.name, same.name) == ("noise", "same")
+        # The same read-out is the same fit: b - c exactly 0 on every resample, p = 1.
+        assert same.agent_minus_control.r2_pooled.to_dict() == zero
+        assert same.agent_minus_control.within_branch["tokens_2"].to_dict() == zero
+        assert same.control.to_dict() == row.agent.to_dict()
+        assert same.p_values == {"global": 1.0, "tokens_2": 1.0}
+        # Against noise the agent gains on every resample, so the minimum over the two is
+        # the zero of "same", exactly, on every resample; the mean is half of b - c(noise).
+        assert noise.agent_minus_control.r2_pooled.low > 0
+        assert row.min_over_controls.r2_pooled.to_dict() == zero
+        assert row.min_over_controls.within_branch["tokens_2"].to_dict() == zero
+        half = noise.agent_minus_control.r2_pooled.value / 2
+        assert row.mean_over_controls.r2_pooled.value == pytest.approx(half)
+        # No single (c) in a row with several.
+        assert row.control is None and row.agent_minus_control is None
+        assert set(row.p_values) == {"agent_increment"}
+    # Holm over the whole k x controls family (4 tests per score): noise's p 1/201 -> 4/201
+    # (the smallest of four), same's p 1 stays 1; the minimum's p is the largest: 1.
+    holm = several_table.holm_controls()
+    assert holm["global"]["noise"] == [pytest.approx(4 / 201), pytest.approx(4 / 201)]
+    assert holm["global"]["same"] == [1.0, 1.0]
+    assert several_table.min_over_controls_p() == {"global": [1.0, 1.0], "tokens_2": [1.0, 1.0]}
+    record = several_table.to_dict()
+    assert record["controls"] == ["noise", "same"]
+    assert set(record["p_values_holm"]) == {"agent_increment"}
+    assert record["p_values_min_over_controls"]["global"] == [1.0, 1.0]
+    row = record["rows"][0]
+    assert "control" not in row and set(row["controls"]) == {"noise", "same"}
+    assert row["agent_minus_controls_min"]["r2_pooled"] == zero
+
+
+def test_controls_that_copy_the_window_give_a(process):
+    inputs, beliefs, history, agent, branches = process
+    copy = window_features(inputs, 2, history)  # affine in the 2-window: nothing beyond it
+    table = _run_several(process, beliefs, {"copy": copy, "scaled": 3.0 * copy - 1.0}, ks=(2,))
+    (row,) = table.rows
+    for control in row.controls:
+        assert control.residual_columns == 0
+        assert control.control.to_dict() == row.window.to_dict()  # c = a exactly
+        assert control.control_increment.r2_pooled.to_dict() == {
+            "value": 0.0,
+            "low": 0.0,
+            "high": 0.0,
+        }
+        # b - c is then the agent's increment b - a, resample for resample.
+        assert control.agent_minus_control.to_dict() == row.agent_increment.to_dict()
+    assert row.min_over_controls.to_dict() == row.agent_increment.to_dict()
+    assert row.mean_over_controls.r2_pooled.value == pytest.approx(
+        row.agent_increment.r2_pooled.value
+    )
+
+
+def test_one_control_reads_and_records_as_before(process, belief_table):
+    # control=x is controls={"control": x}: the same record, bit for bit (old records and
+    # their readers unchanged); a control in a table of several is that control's own fit.
+    beliefs = process[1]
+    noise = np.random.default_rng(9).normal(size=(*beliefs.shape[:2], 4))
+    named = _run_several(process, beliefs, {"control": noise})
+    assert named.to_dict() == belief_table.to_dict()
+    assert "controls" not in named.to_dict()
+    several = _run_several(process, beliefs, {"control": noise, "same": beliefs})
+    for old, new in zip(belief_table.rows, several.rows, strict=True):
+        first = new.controls[0]
+        assert first.control.to_dict() == old.control.to_dict()
+        assert first.agent_minus_control.to_dict() == old.agent_minus_control.to_dict()
+        assert first.p_values == old.p_values["agent_minus_control"]
+    inputs, _, _, agent, _ = process
+    with pytest.raises(ValueError, match="control= or controls="):
+        incremental_r2(
+            agent, inputs, beliefs, representation=beliefs, control=noise, controls={}, ks=[1]
+        )
+    with pytest.raises(ValueError, match="named 'agent'"):
+        _run_several(process, beliefs, {"agent": noise})

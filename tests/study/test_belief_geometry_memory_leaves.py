@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from experiments.mess3_belief_geometry import probing, spec, task
 
-from rl_harness import make_context
+from rl_harness import make_context, read_results
 from rl_harness.envs.hmm import HMMEnvConfig, HMMVectorEnv
 from rl_harness.envs.mess3 import control_chain_transition
 from tests.study.spec_check import changed_keys
@@ -39,7 +39,10 @@ def test_the_memory_point_is_not_the_flagship():
 def test_a_memory_leaf_is_its_base_leaf_at_the_memory_point(leaf, plan_name):
     module, base = leaf_module(leaf), leaf_module(MEMORY_LEAVES[leaf])
     plan, base_plan = budgets(module)[plan_name], budgets(base)[plan_name]
-    assert plan == dataclasses.replace(base_plan, task_point="memory")
+    # The memory point, and the incremental test against several untrained inits (spec.py).
+    assert plan.untrained_inits == spec.MEMORY_UNTRAINED_INITS == 3
+    assert base_plan.untrained_inits == 1
+    assert plan == dataclasses.replace(base_plan, task_point="memory", untrained_inits=3)
     assert module.DEFAULT_BUDGET == base.DEFAULT_BUDGET
     module.build_config(plan).validate()  # validate() fills fields: compare fresh configs
     own = module.build_config(plan)
@@ -94,3 +97,10 @@ def test_reward_only_memory_smoke_runs_at_the_memory_point(tmp_path):
     assert solvers["problem"]["alpha"] == POINT.alpha
     assert solvers["stack_3"] < solvers["belief_mdp"]
     assert "interventions" in metrics and (run_dir / "yardstick.json").exists()
+    # Both incremental tests against the leaf's three untrained inits, in-run.
+    result = read_results(run_dir)  # the named metrics (rl_harness.Results)
+    for key in ("incremental_r2", "incremental_r2_sampled"):
+        assert metrics[key]["untrained_inits"] == 3
+        assert metrics[key]["table"]["controls"] == ["control", "control_1", "control_2"]
+        assert result.value(f"{key}/untrained_inits") == 3
+        assert result.get(f"{key}/k1/agent_minus_controls_min") is not None

@@ -78,7 +78,12 @@ if TYPE_CHECKING:
         policy_readouts,
         score_controls,
     )
-    from rl_harness.analysis.incremental import IncrementalR2, IncrementalRow, incremental_r2
+    from rl_harness.analysis.incremental import (
+        IncrementalControl,
+        IncrementalR2,
+        IncrementalRow,
+        incremental_r2,
+    )
     from rl_harness.analysis.interventions import (
         BeliefEdit,
         Intervention,
@@ -216,6 +221,7 @@ _EXPORTS = {
     "quantile_bins": "rl_harness.analysis.probes",
     "window_features": "rl_harness.analysis.probes",
     "holm_adjust": "rl_harness.analysis.probes",
+    "IncrementalControl": "rl_harness.analysis.incremental",
     "IncrementalR2": "rl_harness.analysis.incremental",
     "IncrementalRow": "rl_harness.analysis.incremental",
     "incremental_r2": "rl_harness.analysis.incremental",
@@ -307,6 +313,7 @@ __all__ = [
     "Estimate",
     "FitMemo",
     "HeldOutScores",
+    "IncrementalControl",
     "IncrementalR2",
     "IncrementalRow",
     "Intervention",

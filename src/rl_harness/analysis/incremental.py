@@ -16,6 +16,21 @@ episode bootstrap on the same resamples (intervals of differences are of the dif
 with one-sided bootstrap p-values of (b - a) > 0 and (b - c) > 0, Holm-corrected over the
 family of k (per quantity and score).
 
+Several controls (`controls={name: representation}`, e.g. untrained modules of several
+initialisations: one random network is one draw, and an agent may beat an unlucky one): each
+control j gets its own (c_j), c_j - a and b - c_j with its p-value, all on the same resamples.
+The claim "the agent holds more than an untrained network of its architecture" is made against
+every control at once: the statistic is min_j (b - c_j) (point and each resample the minimum
+over the controls, so its interval is of the worst control on every resample), and its p-value
+at k is the largest of the controls' p-values, each Holm-corrected over the whole family of
+k x j (per score). Why: "b > c_j for every j" is an intersection-union claim, shown only where
+each b - c_j > 0 is shown; the largest p over j is a valid p for it with no correction over j
+(Berger 1982), and correcting over the whole k x j family anyway makes every per-control
+reading in the table hold at the same level simultaneously, at the cost of a little power. The
+mean over the controls' b - c_j (per resample) is reported beside it, without a p (it describes
+an average initialisation; the claim rests on the minimum). One control is recorded exactly as
+before (`control=` is `controls={"control": ...}`; the record has no per-control block).
+
 The read-out (why not the raw representation): what the window cannot supply is what the
 representation holds beyond any linear function of the window, so the representation is
 first residualised on the window (least squares on the train episodes; columns whose residual
@@ -32,6 +47,9 @@ Randomness: the MLPs use the windows' named streams `(*stream, "k<k>", "init" | 
 (the default stream is the baseline windows', so (a) equals `compare_with_windows`' fit of
 the same k on the same inputs) and `(*stream, "k<k>", "<name>", "extra")` for the first-layer
 weights of the read-out columns; (b) and (c) share (a)'s initial weights and minibatches.
+Read-outs equal bit for bit share one fit (the first named: the agent, then the controls in
+order): the same features would differ only by their extra columns' draws, so a control that
+*is* the agent's representation gives b - c exactly 0, and one affine in the window gives (a).
 """
 
 from __future__ import annotations
@@ -160,8 +178,33 @@ def window_residual_readout(
 
 
 @dataclass(frozen=True)
+class IncrementalControl:
+    """One control j of a row with several: (c_j), c_j - a and b - c_j, with b - c_j's p."""
+
+    name: str
+    control: HeldOutScores  # R²(c_j)
+    control_increment: HeldOutScores  # c_j - a
+    agent_minus_control: HeldOutScores  # b - c_j
+    p_values: dict[str, float | None]  # {"global" | branching: one-sided bootstrap p of b - c_j}
+    residual_columns: int  # the control's columns not affine in the window
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "control": self.control.to_dict(),
+            "control_increment": self.control_increment.to_dict(),
+            "agent_minus_control": self.agent_minus_control.to_dict(),
+            "p_values": self.p_values,
+            "residual_columns": self.residual_columns,
+        }
+
+
+@dataclass(frozen=True)
 class IncrementalRow:
-    """One window length k: (a), (b), (c) and the paired differences, with p-values."""
+    """One window length k: (a), (b), (c) and the paired differences, with p-values.
+
+    One control: `control`, `control_increment`, `agent_minus_control` and its p-values in
+    `p_values` (as ever). Several: those are None, each control is in `controls`, and
+    `min_over_controls` / `mean_over_controls` are min_j / mean_j (b - c_j) per resample."""
 
     k: int
     window: HeldOutScores  # R²(a)
@@ -175,15 +218,30 @@ class IncrementalRow:
     n_inputs: int  # window features
     agent_residual_columns: int  # representation columns not affine in the window
     control_residual_columns: int | None
+    controls: tuple[IncrementalControl, ...] = ()  # several controls only, in order
+    min_over_controls: HeldOutScores | None = None  # min_j (b - c_j)
+    mean_over_controls: HeldOutScores | None = None  # mean_j (b - c_j)
 
     def to_dict(self) -> dict[str, Any]:
         def one(value: HeldOutScores | None) -> dict[str, Any] | None:
             return None if value is None else value.to_dict()
 
-        return {
+        common = {
             "k": self.k,
             "window": one(self.window),
             "agent": one(self.agent),
+        }
+        if self.controls:  # several: no single (c); each control's block and the summaries
+            return common | {
+                "agent_increment": one(self.agent_increment),
+                "controls": {control.name: control.to_dict() for control in self.controls},
+                "agent_minus_controls_min": one(self.min_over_controls),
+                "agent_minus_controls_mean": one(self.mean_over_controls),
+                "p_values": self.p_values,
+                "n_inputs": self.n_inputs,
+                "agent_residual_columns": self.agent_residual_columns,
+            }
+        return common | {
             "control": one(self.control),
             "agent_increment": one(self.agent_increment),
             "control_increment": one(self.control_increment),
@@ -206,11 +264,19 @@ class IncrementalR2:
     ridge: float
     n_folds: int
 
+    @property
+    def control_names(self) -> list[str]:
+        """The controls of a table with several, in order ([] for none or one)."""
+        return [control.name for control in self.rows[0].controls] if self.rows else []
+
     def holm(self) -> dict[str, dict[str, list[float | None]]]:
         """{quantity: {score: Holm-adjusted p per row (k order)}}: each quantity and score is
-        one family over the k of the table."""
+        one family over the k of the table (with several controls: `agent_increment` only;
+        their b - c_j are `holm_controls`)."""
         out: dict[str, dict[str, list[float | None]]] = {}
         for quantity in TESTED:
+            if self.control_names and quantity != "agent_increment":
+                continue
             names = {name for row in self.rows for name in row.p_values.get(quantity, {})}
             out[quantity] = {
                 name: holm_adjust([row.p_values.get(quantity, {}).get(name) for row in self.rows])
@@ -218,8 +284,32 @@ class IncrementalR2:
             }
         return out
 
+    def holm_controls(self) -> dict[str, dict[str, list[float | None]]]:
+        """{score: {control: Holm-adjusted p of b - c_j per row (k order)}}: per score, one
+        family of every k and every control (K x J tests); {} without several controls."""
+        names = self.control_names
+        scores = sorted({s for row in self.rows for c in row.controls for s in c.p_values})
+        out: dict[str, dict[str, list[float | None]]] = {}
+        for score in scores:
+            family = [c.p_values.get(score) for row in self.rows for c in row.controls]
+            adjusted = holm_adjust(family)
+            out[score] = {name: adjusted[j :: len(names)] for j, name in enumerate(names)}
+        return out
+
+    def min_over_controls_p(self) -> dict[str, list[float | None]]:
+        """{score: per row (k order), the p of min_j (b - c_j) > 0: the largest of the
+        controls' `holm_controls` p (None where any is undefined)}; {} without several."""
+        out: dict[str, list[float | None]] = {}
+        for score, by_control in self.holm_controls().items():
+            per_k = zip(*by_control.values(), strict=True)
+            out[score] = [
+                None if any(p is None for p in ps) else max(p for p in ps if p is not None)
+                for ps in per_k
+            ]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "ks": [row.k for row in self.rows],
             "rows": [row.to_dict() for row in self.rows],
             "p_values_holm": self.holm(),
@@ -237,6 +327,17 @@ class IncrementalR2:
             "ridge": self.ridge,
             "n_folds": self.n_folds,
         }
+        if not self.control_names:
+            return out
+        return out | {
+            "controls": self.control_names,
+            "p_values_holm_controls": self.holm_controls(),
+            "p_values_min_over_controls": self.min_over_controls_p(),
+            "p_value_controls": "b - c_j: the one-sided bootstrap p of each control, Holm over "
+            "the whole family of k x controls per score (p_values_holm_controls); min_j "
+            "(b - c_j) > 0 (the agent beats every control): the largest of its controls' Holm "
+            "p at that k (p_values_min_over_controls); the mean over controls has no p",
+        }
 
 
 def incremental_r2(
@@ -246,6 +347,7 @@ def incremental_r2(
     *,
     representation: np.ndarray,
     control: np.ndarray | None = None,
+    controls: Mapping[str, np.ndarray] | None = None,
     ks: Sequence[int],
     history: np.ndarray | None = None,
     branchings: Mapping[str, np.ndarray] | None = None,
@@ -262,8 +364,10 @@ def incremental_r2(
     agent, the token and previous-action parts of what it observed), `history` (E, W, m) the
     steps before the first recorded one (a rollout's warm-up), `targets` (E, T, n) the
     probe's targets, `representation` (E, T, d) the agent's, `control` (E, T, d') the
-    control's on the same inputs (None: no (c)), `branchings` {name: (E, T) labels} the
-    branches to score within. `seed` defaults to the probe's; its ridge is the read-out's.
+    control's on the same inputs (None: no (c)), or `controls` {name: (E, T, d_j)} several
+    (each its own (c_j), and min_j / mean_j (b - c_j): the module docstring; `control=x` is
+    `controls={"control": x}`), `branchings` {name: (E, T) labels} the branches to score
+    within. `seed` defaults to the probe's; its ridge is the read-out's.
     `memo` (`FitMemo`): fits made before are read, not trained again; the window alone (a)
     is `compare_with_windows`' fit of the same k on the same inputs, so a memo shared with
     the baseline windows saves one fit per k (bit for bit the same numbers).
@@ -272,7 +376,12 @@ def incremental_r2(
     seed = agent.settings.seed if seed is None else int(seed)
     regressor = regressor or WindowRegressor()
     stream = tuple(stream)
-    features = {"agent": representation} | ({} if control is None else {"control": control})
+    if control is not None and controls is not None:
+        raise ValueError("incremental_r2 takes control= or controls=, not both")
+    named = {"control": control} if control is not None else dict(controls or {})
+    if {"agent", "window"} & set(named):
+        raise ValueError(f"a control may not be named 'agent' or 'window', got {sorted(named)}")
+    features = {"agent": representation} | named
     y = np.asarray(targets, dtype=np.float64)
     inputs = np.asarray(inputs, dtype=np.float64)
     train, test = agent.train_episodes, agent.test_episodes
@@ -286,15 +395,20 @@ def incremental_r2(
         tasks.append(_fit_task(window, np.zeros((*y.shape[:2], 0)), *where, "window"))
         slots = {"window": len(tasks) - 1}
         columns: dict[str, int] = {}
+        extras: dict[str, np.ndarray] = {}
         for name, values in features.items():
             extra, columns[name] = window_residual_readout(
                 values, window, y, train=train, ridge=agent.settings.ridge, n_folds=n_folds
             )
+            same = next((n for n, e in extras.items() if np.array_equal(e, extra)), None)
             if columns[name] == 0:  # nothing beyond the window: (b) is (a) itself
                 slots[name] = slots["window"]
+            elif same is not None:  # the same read-out as one named before: the same fit
+                slots[name] = slots[same]
             else:
                 tasks.append(_fit_task(window, extra, *where, name))
                 slots[name] = len(tasks) - 1
+                extras[name] = extra
         plans.append((k, int(window.shape[-1]), columns, slots))
     if progress is not None:
         progress(
@@ -310,7 +424,9 @@ def incremental_r2(
     rows = []
     for k, n_inputs, columns, slots in plans:
         predictions = {name: fitted[index].reshape(held_shape) for name, index in slots.items()}
-        rows.append(_row(k, n_inputs, y, predictions, columns, agent=agent, common=common))
+        rows.append(
+            _row(k, n_inputs, y, predictions, columns, list(named), agent=agent, common=common)
+        )
         if progress is not None:
             a, increment = rows[-1].window.r2_pooled, rows[-1].agent_increment.r2_pooled
             progress(
@@ -352,12 +468,13 @@ def _row(
     y: np.ndarray,
     predictions: Mapping[str, np.ndarray],
     columns: Mapping[str, int],
+    controls: Sequence[str],
     *,
     agent: ProbeEvaluation,
     common: Mapping[str, Any],
 ) -> IncrementalRow:
     """One k of `incremental_r2`: the scores of its fits' held-out `predictions` {window,
-    agent, control}."""
+    agent, each of `controls`}."""
     weights, include = common["weights"], common["include"]
     within, confidence = common["branchings"], common["confidence"]
     held_out = y[agent.test_episodes]
@@ -366,25 +483,80 @@ def _row(
     def sampled(pred: np.ndarray) -> dict[str | None, tuple[float, np.ndarray]]:
         return r2_samples(held_out, pred, weights=weights, branchings=within, include=include)
 
+    def scores(values: Mapping[str | None, tuple[float, np.ndarray]]) -> HeldOutScores:
+        return _scores(values, confidence, n)
+
     samples = {name: sampled(pred) for name, pred in predictions.items()}
     samples["agent_increment"] = _minus(samples["agent"], samples["window"])
-    if "control" in samples:
-        samples["control_increment"] = _minus(samples["control"], samples["window"])
-        samples["agent_minus_control"] = _minus(samples["agent"], samples["control"])
-
-    def scored(key: str) -> HeldOutScores | None:
-        return _scores(samples[key], confidence, n) if key in samples else None
-
+    increment = scores(samples["agent_increment"])
+    if len(controls) != 1:  # none, or several (each in its own block)
+        several = [_control(name, samples, scores, columns[name]) for name in controls]
+        minus = [_minus(samples["agent"], samples[name]) for name in controls]
+        return IncrementalRow(
+            k=k,
+            window=scores(samples["window"]),
+            agent=scores(samples["agent"]),
+            control=None,
+            agent_increment=increment,
+            control_increment=None,
+            agent_minus_control=None,
+            p_values={"agent_increment": _p_values(samples["agent_increment"])},
+            n_inputs=n_inputs,
+            agent_residual_columns=columns["agent"],
+            control_residual_columns=None,
+            controls=tuple(several),
+            min_over_controls=scores(_over(minus, np.min)) if minus else None,
+            mean_over_controls=scores(_over(minus, np.mean)) if minus else None,
+        )
+    (single,) = controls
+    one = _control(single, samples, scores, columns[single])
+    agent_minus_control = _minus(samples["agent"], samples[single])
     return IncrementalRow(
         k=k,
-        window=_scores(samples["window"], confidence, n),
-        agent=_scores(samples["agent"], confidence, n),
-        control=scored("control"),
-        agent_increment=_scores(samples["agent_increment"], confidence, n),
-        control_increment=scored("control_increment"),
-        agent_minus_control=scored("agent_minus_control"),
-        p_values={q: _p_values(samples[q]) for q in TESTED if q in samples},
+        window=scores(samples["window"]),
+        agent=scores(samples["agent"]),
+        control=one.control,
+        agent_increment=increment,
+        control_increment=one.control_increment,
+        agent_minus_control=one.agent_minus_control,
+        p_values={
+            "agent_increment": _p_values(samples["agent_increment"]),
+            "agent_minus_control": _p_values(agent_minus_control),
+        },
         n_inputs=n_inputs,
         agent_residual_columns=columns["agent"],
-        control_residual_columns=columns.get("control"),
+        control_residual_columns=columns[single],
     )
+
+
+def _control(
+    name: str,
+    samples: Mapping[str, Mapping[str | None, tuple[float, np.ndarray]]],
+    scores: Callable[[Mapping[str | None, tuple[float, np.ndarray]]], HeldOutScores],
+    residual_columns: int,
+) -> IncrementalControl:
+    """Control `name`'s (c), c - a and b - c (its p-values of b - c > 0), from `samples`."""
+    minus = _minus(samples["agent"], samples[name])
+    return IncrementalControl(
+        name=name,
+        control=scores(samples[name]),
+        control_increment=scores(_minus(samples[name], samples["window"])),
+        agent_minus_control=scores(minus),
+        p_values=_p_values(minus),
+        residual_columns=residual_columns,
+    )
+
+
+def _over(
+    values: Sequence[Mapping[str | None, tuple[float, np.ndarray]]],
+    reduce: Callable[..., Any],
+) -> dict[str | None, tuple[float, np.ndarray]]:
+    """min / mean (`reduce`) over the controls of each score's point and of each resample
+    (the same resamples): the statistic's own bootstrap distribution."""
+    return {
+        key: (
+            float(reduce([value[key][0] for value in values])),
+            np.asarray(reduce(np.stack([value[key][1] for value in values]), axis=0)),
+        )
+        for key in values[0]
+    }

@@ -268,6 +268,23 @@ class StageClock:
         }
 
 
+def untrained_seed(seed: int, init: int) -> int:
+    """The seed of untrained initialisation `init` of a run of root `seed`: init 0 is the
+    control every stage uses (the stream it always had), init j >= 1 `(..., "untrained", j)`."""
+    names = ("study", "untrained") if init == 0 else ("study", "untrained", str(init))
+    return stream_seed(seed, *names)
+
+
+def untrained_controls(module_spec: RLModuleSpec, make_env: Any, seed: int, plan: Budget) -> list:
+    """The plan's `untrained_inits` untrained modules of the leaf's architecture, in order."""
+    if plan.untrained_inits < 1:
+        raise ValueError(f"untrained_inits must be >= 1, got {plan.untrained_inits}")
+    return [
+        probing.untrained_module(module_spec, make_env, untrained_seed(seed, init))
+        for init in range(plan.untrained_inits)
+    ]
+
+
 def analyze(
     context: RunContext,
     *,
@@ -325,9 +342,10 @@ def _analyze(
         probe_env = make_env(1)
         layout, action_space = probe_env.layout, probe_env.single_action_space
         probe_env.close()
-        control = probing.untrained_module(
-            module_spec, make_env, stream_seed(context.seed, "study", "untrained")
-        )
+        # The untrained controls (plan.untrained_inits): the first is the control of every
+        # stage; the incremental test replays each (one random network is one draw).
+        untrained_modules = untrained_controls(module_spec, make_env, context.seed, plan)
+        control = untrained_modules[0]
     settings = probing.rollout_settings(plan, context.seed, make_env, action_space)
     size = f"{plan.probe_episodes} episodes x ({plan.warmup_steps} + {plan.probe_steps}) steps"
     # Every data set once, each stepped as one batch of episodes; every later stage reads
@@ -405,9 +423,13 @@ def _analyze(
 
     # Memory beyond a window (issue 52 item 1): the library's incremental R², same split.
     with clock.stage("incremental_r2", f"windows k = {ks[0]}..{ks[-1]} alone and with read-outs"):
+        others = [
+            replay_rollouts(other, greedy, steps_per_call=probing.REPLAY_STEPS)
+            for other in untrained_modules[1:]
+        ]
         incremental_record = incremental.measure(
             greedy,
-            untrained_features,
+            [untrained_features, *others],
             agent=agent,
             branchings=branchings,
             layout=layout,
@@ -420,7 +442,9 @@ def _analyze(
     # The same test on the sampled rollouts: the policy the agent trained and is scored with
     # (at the memory point its greedy policy earns a fraction of its sampled one).
     with clock.stage("incremental_r2_sampled", "the same on the agent's sampled rollouts"):
-        untrained_sampled = replay_rollouts(control, sampled, steps_per_call=steps)
+        untrained_sampled = [
+            replay_rollouts(other, sampled, steps_per_call=steps) for other in untrained_modules
+        ]
         incremental_sampled = incremental.measure_with_own_probe(
             sampled,
             untrained_sampled,
@@ -717,6 +741,68 @@ def write_result(context: RunContext) -> dict[str, Any]:
     return result
 
 
+def reanalyse_incremental(
+    context: RunContext,
+    key: str,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    decision_belief_in_observation: bool = False,
+) -> dict[str, Any]:
+    """The incremental test `key` (incremental.KEY: greedy rollouts, KEY_SAMPLED: sampled)
+    alone on a finished, analysed run, with the plan's `untrained_inits`: the final
+    checkpoint's rollouts collected again as `analyze` collects them (the same named streams,
+    so the same episodes), every untrained init replayed on them, the test on its own probe
+    (`incremental.measure_with_own_probe`: the analysis probe's settings, split and
+    resamples). The record replaces probe_metrics.json's `key` (every other key kept) and
+    result.json is written again from it. Returns the new record."""
+    plan = context.settings
+    path = context.results_dir / PROBE_METRICS
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run the `analysis` stage first")
+    clock = StageClock(label, torch.get_num_threads())
+    say = clock.say
+    run = RunArtifacts.open(context.results_dir)
+    module = load_module(run.final_checkpoint())
+    make_env = probing.probe_env_factory(decision_belief_in_observation, task.point_of(plan))
+    env = make_env(1)
+    layout, action_space = env.layout, env.single_action_space
+    env.close()
+    untrained_modules = untrained_controls(module_spec, make_env, context.seed, plan)
+    settings = probing.rollout_settings(plan, context.seed, make_env, action_space)
+    with clock.stage("rollouts", f"the agent's rollouts for {key}"):
+        if key == incremental.KEY:
+            rollouts, data = (
+                controls.data_set("agent_greedy", module, settings, plan),
+                incremental.DATA,
+            )
+        elif key == incremental.KEY_SAMPLED:
+            rollouts = collect_rollouts(
+                module,
+                n_episodes=plan.probe_episodes,
+                episode_steps=plan.probe_steps,
+                policy="sample",
+                **settings,
+            )
+            data = incremental.DATA_SAMPLED
+        else:
+            raise ValueError(f"not an incremental test: {key!r}")
+    with clock.stage(key, f"{len(untrained_modules)} untrained init(s) replayed, the test"):
+        features = [
+            replay_rollouts(other, rollouts, steps_per_call=probing.REPLAY_STEPS)
+            for other in untrained_modules
+        ]
+        new = incremental.measure_with_own_probe(
+            rollouts, features, layout=layout, plan=plan, seed=context.seed, data=data, say=say
+        )
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record[key] = new
+    write_json(path, record)
+    write_result(context)
+    say(f"wrote {key} into {PROBE_METRICS} and result.json")
+    return dict(new)
+
+
 def stages(
     *,
     label: str,
@@ -724,11 +810,19 @@ def stages(
     aux_weight: float = 0.0,
     decision_belief_in_observation: bool = False,
     interventions: bool = False,
+    incremental_alone: bool = False,
 ) -> tuple[AnalysisStage, ...]:
-    """A training leaf's ANALYSIS_STAGES: `analysis` (`analyze` with the leaf's options, on
-    its final and every recorded checkpoint) then `result` (result.json from its record).
-    The leaf's run() calls them after training (`run_stages`); `rl-harness analyze LEAF RUN`
-    calls the same on a finished run."""
+    """A training leaf's stages: `analysis` (`analyze` with the leaf's options, on its final
+    and every recorded checkpoint) then `result` (result.json from its record). The leaf's
+    run() calls them after training (`run_stages`, `in_run`); `rl-harness analyze LEAF RUN`
+    calls the same on a finished run.
+
+    `incremental_alone` (the memory leaves) also declares `incremental_r2` and
+    `incremental_r2_sampled` between them (`reanalyse_incremental`: one test alone on a
+    finished run, e.g. one analysed with fewer untrained inits: `rl-harness analyze LEAF RUN
+    --stage incremental_r2_sampled`). run() leaves them out (`in_run`: the analysis computes
+    both records); `analyze` without --stage runs them after the analysis (the same test
+    again: name a stage to run one)."""
 
     def run_analysis(context: RunContext) -> dict[str, Any]:
         return analyze(
@@ -741,11 +835,30 @@ def stages(
             interventions=interventions,
         )
 
+    def run_incremental(key: str) -> Any:
+        def run(context: RunContext) -> dict[str, Any]:
+            return reanalyse_incremental(
+                context,
+                key,
+                label=label,
+                module_spec=module_spec,
+                decision_belief_in_observation=decision_belief_in_observation,
+            )
+
+        return run
+
+    # They rewrite one key of probe_metrics.json; what they compute reads only the checkpoints.
+    alone = tuple(
+        AnalysisStage(key, run_incremental(key), writes=(PROBE_METRICS, "result.json"))
+        for key in (incremental.KEY, incremental.KEY_SAMPLED)
+        if incremental_alone
+    )
     written = [PROBE_METRICS, "solver_values.json", "yardstick.json", "belief_simplex.png"]
     written += ["learning_curve.png", "r2_over_training.png"]
     written += ["interventions.json", "interventions.png"] if interventions else []
     return (
         AnalysisStage("analysis", run_analysis, reads=("metrics.jsonl",), writes=tuple(written)),
+        *alone,
         AnalysisStage(
             "result",
             write_result,
@@ -754,3 +867,10 @@ def stages(
             writes=("result.json",),
         ),
     )
+
+
+def in_run(declared: tuple[AnalysisStage, ...]) -> tuple[AnalysisStage, ...]:
+    """The stages a leaf's run() runs after training: `declared` without the incremental
+    tests alone (the analysis computes both)."""
+    alone = (incremental.KEY, incremental.KEY_SAMPLED)
+    return tuple(stage for stage in declared if stage.name not in alone)

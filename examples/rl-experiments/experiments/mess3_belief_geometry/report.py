@@ -933,6 +933,26 @@ def _one_sided_p(values: Sequence[float]) -> float | None:
     return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
 
 
+def untrained_inits(result: Results, key: str = INCREMENTAL_KEY) -> int:
+    """How many untrained inits the run's `key` test replayed for (c) (1: a one-init record)."""
+    value = result.optional(f"{key}/untrained_inits")
+    return 1 if value is None else int(value)
+
+
+def increment_metric(result: Results, key: str, k: int, name: str) -> str:
+    """The run's result.json name of `name` (a quantity and score suffix) at k: b - c of a run
+    with several untrained inits is the claim's minimum over them (incremental.headline:
+    `agent_minus_controls_min`, its p the largest of the inits' Holm p over k x inits)."""
+    quantity = "agent_minus_control"
+    if name.startswith(quantity) and untrained_inits(result, key) > 1:
+        return f"{key}/k{k}/agent_minus_controls_min{name[len(quantity) :]}"
+    return f"{key}/k{k}/{name}"
+
+
+def _several_inits(runs: Sequence[StudyRun], key: str) -> bool:
+    return any(untrained_inits(run.result, key) > 1 for run in runs)
+
+
 def incremental_ks(result: Results, key: str = INCREMENTAL_KEY) -> list[int]:
     """The k of the run's result.json `<key>/k<k>/...` metrics (incremental.headline), in
     order; [] for a run without the test."""
@@ -945,7 +965,8 @@ def incremental_rows(
 ) -> dict[str, list[dict[str, Any]]]:
     """Across seeds, per quantity+score and k (the k every run has): {k, n, mean, low, high,
     values, p (one-sided t, mean > 0), p_holm (Holm over k of that quantity and score)} from
-    each run's result.json `<key>/k<k>/<quantity>` metrics."""
+    each run's result.json `<key>/k<k>/<quantity>` metrics (b - c of a run with several
+    untrained inits: its minimum over them, `increment_metric`)."""
     from rl_harness.analysis.comparison import mean_interval
 
     per_run = [set(incremental_ks(result, key)) for result in results]
@@ -956,7 +977,9 @@ def incremental_rows(
             name = f"{quantity}{suffix}"
             rows = []
             for k in ks:
-                found = [result.optional(f"{key}/k{k}/{name}") for result in results]
+                found = [
+                    result.optional(increment_metric(result, key, k, name)) for result in results
+                ]
                 values = [value for value in found if value is not None]
                 summary = mean_interval(values)
                 rows.append(
@@ -1080,10 +1103,15 @@ def memory_incremental_runs_table(runs: Sequence[StudyRun], key: str = INCREMENT
     """Per run and k: the incremental test on the run's own held-out episodes (result.json
     `key`: `incremental_r2` on its greedy rollouts, `incremental_r2_sampled` on its sampled
     ones): R² of the window alone (a), b - a and b - c with their paired episode-bootstrap
-    intervals and the run's one-sided bootstrap p, Holm over k within the run."""
+    intervals and the run's one-sided bootstrap p, Holm over k within the run. Where a run
+    has several untrained inits, the table names each run's number of inits and shows b - c
+    as the minimum over them (p: the largest of the inits' p, Holm over k x inits) and the
+    mean over them (a one-init run: both its one b - c)."""
     if (empty := _empty(runs)) is not None:
         return empty
     one_point(runs)
+    if _several_inits(runs, key):
+        return _incremental_runs_several(runs, key)
     lines = [
         f"Per run (its held-out {ROLLOUTS[key]} episodes; a = the windows' MLP on the last k "
         "visible tokens "
@@ -1112,6 +1140,45 @@ def memory_incremental_runs_table(runs: Sequence[StudyRun], key: str = INCREMENT
                     f"{_p(optional(name(f'{increment}_p_holm')))} | "
                     f"{_estimate(run.result, name(minus))} | "
                     f"{_p(optional(name(f'{minus}_p_holm')))} |"
+                )
+    return "\n".join(lines)
+
+
+def _incremental_runs_several(runs: Sequence[StudyRun], key: str) -> str:
+    """`memory_incremental_runs_table` where some run has several untrained inits."""
+    lines = [
+        f"Per run (its held-out {ROLLOUTS[key]} episodes; a = the windows' MLP on the last k "
+        "visible tokens and executed actions, b = a + the agent's representation, c_j = a + "
+        "untrained init j's; inits: how many untrained modules the run replayed; b - a and "
+        "min_j (b - c_j) with 95% paired episode-bootstrap intervals (the minimum taken on each "
+        "resample), mean_j (b - c_j); p: the run's one-sided bootstrap p, b - a Holm over k, "
+        "the minimum's the largest of its inits' p Holm over k x inits; a one-init run's min "
+        "and mean are its one b - c, Holm over k):",
+        "",
+        "| arm | seed | inits | k | score | R²(a) | b - a [95%] | p (Holm) | min b - c_j [95%] "
+        "| p (Holm) | mean b - c_j |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        ks = incremental_ks(run.result, key)
+        inits = untrained_inits(run.result, key)
+        if not ks:
+            lines.append(f"| {run.arm} | {run.seed} | - | missing: no `{key}` | | | | | | | |")
+            continue
+        for k in ks:
+            for suffix, score in INCREMENT_SCORES.items():
+                increment = f"agent_increment{suffix}"
+                minus = increment_metric(run.result, key, k, f"agent_minus_control{suffix}")
+                mean = minus if inits == 1 else f"{key}/k{k}/agent_minus_controls_mean{suffix}"
+                name = f"{key}/k{k}/{{}}".format
+                optional = run.result.optional
+                lines.append(
+                    f"| {run.arm} | {run.seed} | {inits} | {k} | {score} | "
+                    f"{_f(optional(name(f'r2_window{suffix}')))} | "
+                    f"{_estimate(run.result, name(increment))} | "
+                    f"{_p(optional(name(f'{increment}_p_holm')))} | "
+                    f"{_estimate(run.result, minus)} | {_p(optional(f'{minus}_p_holm'))} | "
+                    f"{_f(optional(mean), 3, True)} |"
                 )
     return "\n".join(lines)
 
@@ -1146,6 +1213,7 @@ def memory_incremental_seeds_table(runs: Sequence[StudyRun], key: str = INCREMEN
     ]
     if not any(incremental_ks(run.result, key) for run in runs):
         return "\n".join([*lines, f"| no run has `{key}` | | | | | | | |"])
+    several = _several_inits(runs, key)
     for arm, table in memory_increments(runs, key).items():
         for name, rows in table.items():
             quantity = next(q for q in INCREMENT_QUANTITIES if name.startswith(q))
@@ -1156,8 +1224,11 @@ def memory_incremental_seeds_table(runs: Sequence[StudyRun], key: str = INCREMEN
                     if row["low"] is None
                     else f" [{_f(row['low'], 3, True)}, {_f(row['high'], 3, True)}]"
                 )
+                label = INCREMENT_QUANTITIES[quantity]
+                if quantity == "agent_minus_control" and several:
+                    label += ", the minimum over each run's untrained inits"
                 lines.append(
-                    f"| {arm} | {INCREMENT_QUANTITIES[quantity]} | {score} | {row['k']} | "
+                    f"| {arm} | {label} | {score} | {row['k']} | "
                     f"{_f(row['mean'], 3, True)}{interval} ({row['n']}) | {_p(row['p'])} | "
                     f"{_p(row['p_holm'])} | {', '.join(_f(v, 3, True) for v in row['values'])} |"
                 )
@@ -1274,7 +1345,7 @@ def memory_control_family(runs: Sequence[StudyRun]) -> list[str]:
         above = 0
         for result in tested:
             estimates = [
-                result.get(f"{key}/k{k}/{name}")
+                result.get(increment_metric(result, key, k, name))
                 for k in incremental_ks(result, key)
                 for name in names
             ]

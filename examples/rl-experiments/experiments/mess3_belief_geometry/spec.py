@@ -49,7 +49,17 @@ class Budget:
     # study's parameters) or "memory" (where memory pays: operating_point.py). A setting, so
     # it is recorded with the run and `--set task_point=memory` moves any leaf there.
     task_point: str = "flagship"
+    # Untrained modules (same architecture, seeds `analysis.untrained_seed(seed, j)`; j = 0 the
+    # one every control uses) replayed for the incremental test's (c): one random network is
+    # one draw, so the claim is made against each of them (incremental.py). The flagship
+    # leaves keep 1 (their records as before); the memory leaves, where the claim is read,
+    # MEMORY_UNTRAINED_INITS.
+    untrained_inits: int = 1
 
+
+# The memory leaves' untrained initialisations for the incremental test (Budget.untrained_inits):
+# three draws: the claim "b - c > 0" must hold against the worst of them.
+MEMORY_UNTRAINED_INITS = 3
 
 # One tiny iteration and small probes: checks the recipe end to end (meant to take well
 # under 2 minutes; measured times in the study README).

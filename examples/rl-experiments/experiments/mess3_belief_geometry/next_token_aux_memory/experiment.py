@@ -26,26 +26,37 @@ from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noq
     module_spec,
 )
 from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
-from experiments.mess3_belief_geometry.spec import DEFAULT_BUDGET, Budget
+from experiments.mess3_belief_geometry.spec import DEFAULT_BUDGET, MEMORY_UNTRAINED_INITS, Budget
 from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
 
 TASK_POINT = "memory"  # task.TASK_POINTS
+UNTRAINED_INITS = MEMORY_UNTRAINED_INITS  # the incremental test's (c): spec.py
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
-SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
-CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
-FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
+SMOKE = dataclasses.replace(
+    FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
+CPU = dataclasses.replace(
+    FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
+FULL = dataclasses.replace(
+    FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 # What run() does after training, in order; `rl-harness analyze` runs the same on a
 # finished run (analysis.stages).
-ANALYSIS_STAGES = analysis.stages(
+STAGES = analysis.stages(
     label="next_token_aux_memory",
     module_spec=module_spec(),
     aux_weight=AUX_WEIGHT,
     interventions=True,
+    incremental_alone=True,
 )
+# run() runs the analysis and the result; the incremental tests alone are for finished runs
+# (`rl-harness analyze ... --stage incremental_r2_sampled`).
+ANALYSIS_STAGES = analysis.in_run(STAGES)
 
 
 def run(context: RunContext[Budget]) -> dict:
@@ -59,4 +70,4 @@ def run(context: RunContext[Budget]) -> dict:
     return dict(run_stages(context, ANALYSIS_STAGES)["result"].record or {})
 
 
-RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=ANALYSIS_STAGES)
+RECIPE = Recipe(run=run, budgets=BUDGETS, default=DEFAULT_BUDGET, stages=STAGES)

@@ -26,6 +26,7 @@ from experiments.mess3_belief_geometry.reward_only.experiment import HEADLINE, b
 from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
 from experiments.mess3_belief_geometry.spec import (  # noqa: F401
     DEFAULT_BUDGET,
+    MEMORY_UNTRAINED_INITS,
     MODEL_CONFIG,  # noqa lines: tests and tools read them here
     Budget,
     module_spec,
@@ -34,18 +35,31 @@ from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
 
 TASK_POINT = "memory"  # task.TASK_POINTS
+UNTRAINED_INITS = MEMORY_UNTRAINED_INITS  # the incremental test's (c): spec.py
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
-SMOKE = dataclasses.replace(FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT)
-CPU = dataclasses.replace(FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT)
-FULL = dataclasses.replace(FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT)
+SMOKE = dataclasses.replace(
+    FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
+CPU = dataclasses.replace(
+    FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
+FULL = dataclasses.replace(
+    FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
+)
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 # What run() does after training, in order; `rl-harness analyze` runs the same on a
 # finished run (analysis.stages).
-ANALYSIS_STAGES = analysis.stages(
-    label="reward_only_memory", module_spec=module_spec(), interventions=True
+STAGES = analysis.stages(
+    label="reward_only_memory",
+    module_spec=module_spec(),
+    interventions=True,
+    incremental_alone=True,
 )
+# run() runs the analysis and the result; the incremental tests alone are for finished runs
+# (`rl-harness analyze ... --stage incremental_r2_sampled`).
+ANALYSIS_STAGES = analysis.in_run(STAGES)
 
 
 def run(context: RunContext[Budget]) -> dict:
@@ -64,5 +78,5 @@ RECIPE = Recipe(
     budgets=BUDGETS,
     default=DEFAULT_BUDGET,
     headline=HEADLINE,
-    stages=ANALYSIS_STAGES,
+    stages=STAGES,
 )
