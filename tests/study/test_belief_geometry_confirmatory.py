@@ -15,9 +15,11 @@ from experiments.mess3_belief_geometry import confirmatory  # noqa: E402
 PLAN = confirmatory.PLAN
 
 
-def _result(value: float) -> Results:
+def _result(value: float, inits: int = PLAN.n_untrained) -> Results:
     results = Results()
     results.add(PLAN.metric, value)
+    for j in range(inits):
+        results.add(f"{PLAN.key}/k{PLAN.k}/r2_control_{j}", 0.5)
     return results
 
 
@@ -70,7 +72,15 @@ def test_a_seed_twice_and_a_run_without_the_statistic_are_refused() -> None:
     twice = [(PLAN.arms[0], 5, _result(0.1)), (PLAN.arms[0], 5, _result(0.2))]
     with pytest.raises(ValueError, match="twice"):
         confirmatory.evaluate(twice)
-    other = Results()
-    other.add("incremental_r2_sampled/k6/agent_minus_control", 0.1)  # one init: not the plan's
-    with pytest.raises(KeyError, match="agent_minus_controls_min"):
-        confirmatory.evaluate([(PLAN.arms[0], 5, other)])
+    one = Results()
+    one.add("incremental_r2_sampled/k6/agent_minus_control", 0.1)  # one init: not the plan's
+    with pytest.raises(ValueError, match="not 3 untrained inits"):
+        confirmatory.evaluate([(PLAN.arms[0], 5, one)])
+    with pytest.raises(ValueError, match="not 3 untrained inits"):  # more inits: not it either
+        confirmatory.evaluate([(PLAN.arms[0], 5, _result(0.1, inits=4))])
+    undefined = Results()
+    undefined.add(PLAN.metric, None)  # recorded, undefined: refused, not read as a number
+    for j in range(PLAN.n_untrained):
+        undefined.add(f"{PLAN.key}/k{PLAN.k}/r2_control_{j}", 0.5)
+    with pytest.raises(ValueError, match="undefined"):
+        confirmatory.evaluate([(PLAN.arms[0], 5, undefined)])

@@ -117,7 +117,14 @@ def evaluate(
             raise ValueError(f"{arm} seed {seed} is not in the plan (seeds {plan.seeds})")
         if seed in values[arm]:
             raise ValueError(f"{arm} seed {seed} appears twice")
-        values[arm][seed] = float(result.value(plan.metric))
+        # The statistic is the minimum over the planned inits: a run with fewer is not it.
+        inits = f"{plan.key}/k{plan.k}/r2_control_"
+        if f"{inits}{plan.n_untrained - 1}" not in result or f"{inits}{plan.n_untrained}" in result:
+            raise ValueError(f"{arm} seed {seed}: not {plan.n_untrained} untrained inits")
+        value = result.value(plan.metric)
+        if value is None:
+            raise ValueError(f"{arm} seed {seed}: {plan.metric} is undefined")
+        values[arm][seed] = float(value)
     ps: list[float | None] = []
     for arm in plan.arms:
         got = [values[arm][s] for s in sorted(values[arm])]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.mess3_belief_geometry import confirmatory
 from rl_harness import Results, read_results
 from rl_harness.analysis import holm_adjust, readme_main, seed_test, seeds_for_power
 
@@ -1474,6 +1475,11 @@ def memory_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
     return tables
 
 
+def confirmatory_block(runs: Sequence[StudyRun]) -> str:
+    """The registered confirmatory test (confirmatory.PLAN) on its runs."""
+    return confirmatory.block([(run.arm, run.seed, run.result) for run in runs])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
     return readme_main(
@@ -1482,6 +1488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             blocks(load_runs(ORIGINAL_INIT_RUNS))
             | earlier_blocks(load_runs(EARLIER_RUNS))
             | memory_blocks(load_runs(MEMORY_RUNS))
+            | {"memory_confirmatory": confirmatory_block(load_runs(confirmatory.RUNS))}
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
