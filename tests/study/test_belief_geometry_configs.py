@@ -69,7 +69,9 @@ def test_leaf_builds_and_validates_its_config(leaf, plan_name):
     )
     built = spec.build()
     module_to_env = config.build_module_to_env_connector(env=env)
-    assert any(isinstance(c, KVStepsToEpisodes) for c in module_to_env.connectors)
+    # The acting pieces run as one UntimedPipeline (issue 53 item 6): look inside it.
+    pieces = [inner for c in module_to_env.connectors for inner in getattr(c, "connectors", [c])]
+    assert any(isinstance(c, KVStepsToEpisodes) for c in pieces)
     assert isinstance(built, StatefulTransformerActorCritic) and built.is_stateful()
     layout = env.layout
     observed = leaf == "belief_observation"
