@@ -29,9 +29,9 @@ lower bound for either arm.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scipy import stats
 
@@ -54,12 +54,14 @@ class ConfirmatoryPlan:
     first_seed: int
 
     @property
+    def level(self) -> float:
+        """The two-sided level whose power is the one-sided test's at Holm's first level."""
+        return 2 * self.alpha / len(self.arms)
+
+    @functools.cached_property
     def n_seeds(self) -> int:
         n = seeds_for_power(
-            self.planning_sd,
-            self.smallest_effect,
-            power=self.power,
-            alpha=2 * self.alpha / len(self.arms),
+            self.planning_sd, self.smallest_effect, power=self.power, alpha=self.level
         )
         if n is None:
             raise ValueError("no number of seeds reaches the planned power")
@@ -74,9 +76,7 @@ class ConfirmatoryPlan:
         return f"{self.key}/k{self.k}/{self.statistic}"
 
     def planned_power(self) -> float:
-        return t_test_power(
-            self.n_seeds, self.planning_sd, self.smallest_effect, 2 * self.alpha / len(self.arms)
-        )
+        return t_test_power(self.n_seeds, self.planning_sd, self.smallest_effect, self.level)
 
 
 PLAN = ConfirmatoryPlan(
@@ -180,18 +180,3 @@ def block(runs: Sequence[tuple[str, int, Results]], plan: ConfirmatoryPlan = PLA
             f"{row.verdict} |"
         )
     return "\n".join(lines)
-
-
-def plan_record(plan: ConfirmatoryPlan = PLAN) -> Mapping[str, Any]:
-    """The plan as data (for a reader that wants it without the README)."""
-    return {
-        "registered": plan.registered,
-        "arms": list(plan.arms),
-        "metric": plan.metric,
-        "n_untrained": plan.n_untrained,
-        "seeds": list(plan.seeds),
-        "smallest_effect": plan.smallest_effect,
-        "planning_sd": plan.planning_sd,
-        "alpha": plan.alpha,
-        "power": plan.planned_power(),
-    }
