@@ -464,3 +464,52 @@ def test_a_failed_run_counts_only_with_its_recorded_analysis_rerun(tmp_path) -> 
     note = report.memory_blocks([report.read_run(folder)])["memory_returns"]
     assert f"`{ids[0]}` ({leaf}, seed {run.seed}): library `0123456`" in note
     assert "analysis_provenance.json says why" in note
+
+
+def test_an_interrupted_run_counts_only_fully_trained_with_its_analysis_rerun(tmp_path) -> None:
+    """A retrain's in-run analysis is stopped by a signal (`interrupted`) and rerun by
+    `rl-harness analyze`: it counts only when it trained every iteration of its budget and
+    the rerun recorded both stages; a run interrupted during training never counts."""
+    (leaf, ids), *_ = [(leaf, ids) for leaf, ids in fixture_ids().items() if ids]
+    folder = tmp_path / leaf / "results" / ids[0]
+    shutil.copytree(MEMORY_FIXTURES / leaf / "results" / ids[0], folder)
+    manifest = json.loads((folder / "run_manifest.json").read_text())
+    (folder / "run_manifest.json").write_text(json.dumps(manifest | {"status": "interrupted"}))
+    stage = {"library": {"commit": "0123456789ab"}, "started_utc": "2026-12-07T18:00:00Z"}
+    with pytest.raises(FileNotFoundError, match="no completed run_manifest.json"):
+        report.read_run(folder)  # no rerun recorded
+    provenance = folder / report.ANALYSIS_PROVENANCE
+    provenance.write_text(json.dumps({"stages": {"analysis": stage, "result": stage}}))
+    run = report.read_run(folder)
+    assert run.analysis_rerun is not None
+    assert run.analysis_rerun["analysis_library_commit"] == "0123456789ab"
+
+    summary = json.loads((folder / "summary.json").read_text())
+    iterations = manifest["budget"]["settings"]["iterations"]
+    assert summary["final_metrics"]["training_iteration"] == iterations
+    summary["final_metrics"]["training_iteration"] = iterations - 1  # stopped while training
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(FileNotFoundError, match="fully trained"):
+        report.read_run(folder)
+
+
+def test_a_retrain_is_shown_beside_its_committed_run(memory_runs) -> None:
+    """The retrains' table pairs each retrain with the committed run of its arm and seed,
+    with both first-iteration returns to 7 digits; a retrain without one is an error."""
+    run = dataclasses.replace(memory_runs[0], first_return=7.5892537)  # fixtures: no metrics
+    retrain = dataclasses.replace(run, run_id="retrain-id", first_return=7.5892547)
+    table = report.retrained_table([retrain], [run])
+    row = next(line for line in table.splitlines() if "`retrain-id`" in line)
+    assert f"`{run.run_id}`" in row
+    assert "| 7.5892537 / 7.5892547 |" in row
+    with pytest.raises(ValueError, match="retrain-id: no committed"):
+        report.retrained_table([retrain], [dataclasses.replace(run, seed=run.seed + 100)])
+    assert "RETRAINED_RUNS` is empty" in report.retrained_table([], [run])
+
+
+def test_the_first_return_is_read_from_metrics(tmp_path) -> None:
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps({"env_runners/episode_return_mean": 7.589253704156645}) + "\n{}\n"
+    )
+    assert report._first_return(tmp_path) == 7.589253704156645
+    assert report._first_return(tmp_path / "nowhere") is None

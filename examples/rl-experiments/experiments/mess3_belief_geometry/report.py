@@ -100,6 +100,9 @@ class StudyRun:
     probe: Mapping[str, Any] | None = None
     # Training seconds (summary.json `final_metrics.time_total_s`: RLlib's, analysis excluded).
     training_s: float | None = None
+    # The first training iteration's mean episode return (metrics.jsonl): where two runs of
+    # one seed and command part (the retrains).
+    first_return: float | None = None
 
 
 # The one-off rerun's record (the two memory-point seed-0 runs, made before `rl-harness
@@ -112,15 +115,20 @@ def _read(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+# A run whose training completed and whose in-run analysis did not (failed, or stopped by a
+# signal: the retrains below) counts with the analysis rerun on its checkpoints.
+RERUN_STATUSES = ("failed", "interrupted")
+
+
 def _analysis_rerun(folder: Path, status: str | None) -> Mapping[str, Any] | None:
-    """The record of an analysis rerun on a failed run's checkpoints: analysis_rerun.json,
-    else (`rl-harness analyze`) the provenance of both its `analysis` and `result` stages,
-    which a failed in-run analysis never writes."""
+    """The record of an analysis rerun on a failed or interrupted run's checkpoints:
+    analysis_rerun.json, else (`rl-harness analyze`) the provenance of both its `analysis`
+    and `result` stages, which an in-run analysis that did not finish never writes."""
     legacy = _read(folder / ANALYSIS_RERUN)
     if legacy is not None:
         return {"file": ANALYSIS_RERUN} | legacy
     stages = (_read(folder / ANALYSIS_PROVENANCE) or {}).get("stages") or {}
-    if status != "failed" or not {"analysis", "result"} <= set(stages):
+    if status not in RERUN_STATUSES or not {"analysis", "result"} <= set(stages):
         return None
     analysis = stages["analysis"]
     return {
@@ -132,20 +140,29 @@ def _analysis_rerun(folder: Path, status: str | None) -> Mapping[str, Any] | Non
 
 def read_run(folder: Path) -> StudyRun:
     """One completed run's records (`<study>/<arm>/results/<run-id>`); else an error. A run
-    whose training completed but whose in-run analysis failed counts only with a record of
+    whose training completed but whose in-run analysis failed or was stopped (recorded
+    `failed` / `interrupted`) counts only with a record of
     the analysis rerun on its recorded checkpoints (`rl-harness analyze`'s
     analysis_provenance.json, or the one-off analysis_rerun.json) and a result.json; the
     tables name such runs."""
     manifest = _read(folder / "run_manifest.json")
     status = None if manifest is None else manifest.get("status")
     rerun = _analysis_rerun(folder, status)
-    if status != "completed" and not (
-        status == "failed" and rerun is not None and (folder / "result.json").is_file()
-    ):
-        raise FileNotFoundError(f"{folder}: no completed run_manifest.json")
-    settings = (manifest.get("budget") or {}).get("settings") or {}
-    metrics = _read(folder / "probe_metrics.json") or {}
+    settings = ((manifest or {}).get("budget") or {}).get("settings") or {}
     final = (_read(folder / "summary.json") or {}).get("final_metrics") or {}
+    trained = final.get("training_iteration") == settings.get("iterations")
+    if status != "completed" and not (
+        status in RERUN_STATUSES
+        and trained
+        and rerun is not None
+        and (folder / "result.json").is_file()
+    ):
+        raise FileNotFoundError(
+            f"{folder}: no completed run_manifest.json (nor a fully trained run with an "
+            "analysis rerun)"
+        )
+    assert manifest is not None
+    metrics = _read(folder / "probe_metrics.json") or {}
     return StudyRun(
         arm=folder.parent.parent.name,
         seed=int(manifest["seed"]),
@@ -159,7 +176,19 @@ def read_run(folder: Path) -> StudyRun:
         analysis_rerun=rerun,
         probe=metrics or None,
         training_s=final.get("time_total_s"),
+        first_return=_first_return(folder),
     )
+
+
+def _first_return(folder: Path) -> float | None:
+    """The first training iteration's mean episode return (metrics.jsonl), if recorded."""
+    path = folder / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as rows:
+        first = json.loads(next(rows, "{}"))
+    value = first.get("env_runners/episode_return_mean")
+    return None if value is None else float(value)
 
 
 def one_point(runs: Sequence[StudyRun]) -> str | None:
@@ -1408,6 +1437,77 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------- retrains of the six runs (issue 52 item 1)
+# The six ORIGINAL_INIT_RUNS' checkpoints are gone and they do not rebuild to the bit on this
+# machine (README, "memory beyond a window"). Their seeds are retrained here with the same
+# command, library commit (d2c7c58) and threads (OMP_NUM_THREADS=1); each retrain's in-run
+# analysis (d2c7c58's, without the incremental test) was stopped by SIGTERM once training
+# completed, and the current analysis ran on its checkpoints (`rl-harness analyze`). Keyed
+# by arm; a retrain names its committed run by (arm, seed).
+RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
+    "reward_only": (),
+    "next_token_aux": (),
+}
+
+
+def retrained_table(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) -> str:
+    """Each retrain beside the committed run of its arm and seed: greedy return per step,
+    the agent's within-branch R², agent - untrained within branches (result.json),
+    the first iteration's mean training return (both to 7 digits: where they part) and the
+    library commit of the retrain's analysis."""
+    if not runs:
+        return "No retrains yet: `report.RETRAINED_RUNS` is empty."
+    by = {(run.arm, run.seed): run for run in committed}
+    lines = [
+        "Each retrain (r) beside the committed run (c) of its arm and seed (result.json of "
+        "each; the first iteration's mean training return from metrics.jsonl; analysis: the "
+        "library commit `rl-harness analyze` ran the retrain's analysis at):",
+        "",
+        "| arm | seed | retrain | committed | first iteration's return, c / r | greedy return "
+        "per step, c / r | within-branch R², c / r | agent - untrained, within, c / r "
+        "| analysis |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        original = by.get((run.arm, run.seed))
+        if original is None:
+            raise ValueError(f"retrain {run.run_id}: no committed {run.arm} run of seed {run.seed}")
+        cells = []
+        for name in ("return_per_step/greedy", "probe_r2_within_branch"):
+            digits = 4 if name.startswith("return") else 3
+            cells.append(
+                f"{_f(original.result.value(name), digits)} / {_f(run.result.value(name), digits)}"
+            )
+        gains = " / ".join(
+            _f(r.result.value("agent_minus_untrained_within_branch"), 3, True)
+            for r in (original, run)
+        )
+        first = " / ".join(_f(r.first_return, 7) for r in (original, run))
+        commit = str((run.analysis_rerun or {}).get("analysis_library_commit") or "?")[:7]
+        lines.append(
+            f"| {run.arm} | {run.seed} | `{run.run_id}` | `{original.run_id}` | {first} | "
+            f"{cells[0]} | {cells[1]} | {gains} | `{commit}` |"
+        )
+    return "\n".join(lines)
+
+
+def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) -> dict[str, str]:
+    """The retrains' tables: beside their committed runs, then the incremental test on their
+    greedy and sampled rollouts (per run, and across seeds per arm)."""
+    if one_point(runs) not in (None, "flagship"):
+        raise ValueError("the retrains are flagship runs")
+    none = "No retrains yet: `report.RETRAINED_RUNS` is empty."
+    tables = {"retrained_runs": retrained_table(runs, committed)}
+    for key, name in ((INCREMENTAL_KEY, ""), (INCREMENTAL_SAMPLED_KEY, "_sampled")):
+        tables[f"retrained_incremental{name}_runs"] = (
+            memory_incremental_runs_table(runs, key) if runs else none
+        )
+        tables[f"retrained_incremental{name}_seeds"] = (
+            memory_incremental_seeds_table(runs, key) if runs else none
+        )
+    return tables
+
+
 MEMORY_TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
     "memory_returns": memory_returns_table,
     "memory_incremental_runs": memory_incremental_runs_table,
@@ -1489,6 +1589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             | earlier_blocks(load_runs(EARLIER_RUNS))
             | memory_blocks(load_runs(MEMORY_RUNS))
             | {"memory_confirmatory": confirmatory_block(load_runs(confirmatory.RUNS))}
+            | retrained_blocks(load_runs(RETRAINED_RUNS), load_runs(ORIGINAL_INIT_RUNS))
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,

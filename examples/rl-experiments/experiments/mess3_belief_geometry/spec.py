@@ -17,6 +17,7 @@ is this one but for what it states.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +123,13 @@ FULL = Budget(
 )
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 DEFAULT_BUDGET = "cpu"
+
+# The memory leaves' budgets (reward_only_memory, next_token_aux_memory): the study's, each at
+# the memory point (task.TASK_POINTS["memory"]) with MEMORY_UNTRAINED_INITS untrained inits.
+MEMORY_BUDGETS = {
+    name: dataclasses.replace(budget, task_point="memory", untrained_inits=MEMORY_UNTRAINED_INITS)
+    for name, budget in BUDGETS.items()
+}
 
 
 # The original study's transformer size. The previous action comes in the observation (the

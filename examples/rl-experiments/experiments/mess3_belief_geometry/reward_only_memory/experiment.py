@@ -19,13 +19,11 @@ Writes what `reward_only` writes; probe_metrics.json's "task" block names the po
 
 from __future__ import annotations
 
-import dataclasses
-
 from experiments.mess3_belief_geometry import analysis
 from experiments.mess3_belief_geometry.reward_only.experiment import HEADLINE, build_config
-from experiments.mess3_belief_geometry.spec import BUDGETS as FLAGSHIP_BUDGETS
 from experiments.mess3_belief_geometry.spec import (  # noqa: F401
     DEFAULT_BUDGET,
+    MEMORY_BUDGETS,
     MEMORY_UNTRAINED_INITS,
     MODEL_CONFIG,  # noqa lines: tests and tools read them here
     Budget,
@@ -37,16 +35,8 @@ from rl_harness.analysis import run_stages
 TASK_POINT = "memory"  # task.TASK_POINTS
 UNTRAINED_INITS = MEMORY_UNTRAINED_INITS  # the incremental test's (c): spec.py
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
-SMOKE = dataclasses.replace(
-    FLAGSHIP_BUDGETS["smoke"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
-)
-CPU = dataclasses.replace(
-    FLAGSHIP_BUDGETS["cpu"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
-)
-FULL = dataclasses.replace(
-    FLAGSHIP_BUDGETS["full"], task_point=TASK_POINT, untrained_inits=UNTRAINED_INITS
-)
-BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
+BUDGETS = MEMORY_BUDGETS
+SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
 
 
 # What run() does after training, in order; `rl-harness analyze` runs the same on a
