@@ -1445,7 +1445,7 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # completed, and the current analysis ran on its checkpoints (`rl-harness analyze`). Keyed
 # by arm; a retrain names its committed run by (arm, seed).
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only": (),
+    "reward_only": ("20261207T173340Z-269b6776",),
     "next_token_aux": (),
 }
 
