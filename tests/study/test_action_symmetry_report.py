@@ -96,6 +96,26 @@ def test_a_named_run_lands_beside_the_original(tmp_path, original) -> None:
     assert "| variant_2 | ours (cpu) | 2 | 0.260 (0.250-0.270) |" in tables["spread"]
 
 
+def test_a_continued_run_names_the_run_it_continues(tmp_path, original) -> None:
+    """A `--resume-from` run (manifest `parent`) is labelled with its parent and the
+    iteration it continued from, here and in the committed 10M run's row."""
+    _fake_run(tmp_path, "variant_2", "run-c", 42, _result())
+    manifest_path = tmp_path / "variant_2" / "results" / "run-c" / "run_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    parent = {"run_id": "run-p", "iteration": 128, "env_steps": 4_194_304}
+    manifest_path.write_text(json.dumps(manifest | {"parent": parent}))
+    (run,) = report.load_runs({"variant_2": ("run-c",)}, root=tmp_path)
+    assert run.parent == ("run-p", 128)
+    row = next(
+        line for line in report.blocks([run], original)["variant_2"].splitlines() if "run-c" in line
+    )
+    assert row.startswith("| ours `run-c` (cpu, continuing `run-p` from its iteration 128) | 42 |")
+
+    (committed,) = [r for r in report.load_runs() if r.parent is not None]
+    assert committed.run_id == "20261207T173338Z-ac5a9eb5"
+    assert committed.parent == ("20261207T152301Z-34823a0b", 128)
+
+
 def test_a_changed_original_figure_fails_the_check(tmp_path, original, capsys) -> None:
     readme = tmp_path / "README.md"
     shutil.copy(report.README, readme)

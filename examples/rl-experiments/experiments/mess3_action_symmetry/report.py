@@ -34,7 +34,7 @@ LEAVES = ("variant_2", "variant_2_no_delay")
 
 # The runs the README cites, per leaf.
 RUNS: dict[str, tuple[str, ...]] = {
-    "variant_2": ("20261207T145805Z-1e498c3a",),
+    "variant_2": ("20261207T145805Z-1e498c3a", "20261207T173338Z-ac5a9eb5"),
     "variant_2_no_delay": ("20261207T143026Z-ea6b971e",),
 }
 
@@ -46,6 +46,9 @@ class StudyRun:
     run_id: str
     budget: str
     result: Results  # result.json's named metrics
+    # A `--resume-from` run's parent (manifest `parent`): its run id and the iteration the
+    # continuation started from; None for a run trained in one piece.
+    parent: tuple[str, int] | None = None
 
 
 def _read(path: Path) -> Any:
@@ -63,7 +66,21 @@ def read_run(folder: Path) -> StudyRun:
         run_id=folder.name,
         budget=str(manifest["budget"]["name"]),
         result=read_results(folder),
+        parent=_parent(manifest),
     )
+
+
+def _parent(manifest: Mapping[str, Any]) -> tuple[str, int] | None:
+    parent = manifest.get("parent")
+    return None if not parent else (str(parent["run_id"]), int(parent["iteration"]))
+
+
+def _label(run: StudyRun) -> str:
+    """The run's row label: its id and budget, and the run it continues, if any."""
+    label = f"ours `{run.run_id}` ({run.budget}"
+    if run.parent is not None:
+        label += f", continuing `{run.parent[0]}` from its iteration {run.parent[1]}"
+    return label + ")"
 
 
 def load_runs(runs: Mapping[str, Sequence[str]] = RUNS, root: Path = STUDY_DIR) -> list[StudyRun]:
@@ -140,7 +157,7 @@ def our_row(run: StudyRun) -> str:
     r = run.result
     states = [f"state_{s}" for s in range(3)]
     return (
-        f"| ours `{run.run_id}` ({run.budget}) | {run.seed} | {int(r.value('env_steps') or 0):,} | "
+        f"| {_label(run)} | {run.seed} | {int(r.value('env_steps') or 0):,} | "
         f"{_fractions(_named(r, 'greedy_action_fraction', ACTION_NAMES))} | "
         f"{_f(r.value('reward_state_2_fraction_greedy'))} | "
         f"{_pair(r.value('oracle_agreement_greedy'), r.value('oracle_agreement_sampled'))} | "
