@@ -1446,7 +1446,7 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # by arm; a retrain names its committed run by (arm, seed).
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
     "reward_only": ("20261207T173340Z-269b6776",),
-    "next_token_aux": (),
+    "next_token_aux": ("20261207T181333Z-82061823",),
 }
 
 
