@@ -5,6 +5,7 @@ change does, and the patch holds it and not the records."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from rl_harness.cli import main
@@ -39,6 +40,15 @@ def test_other_runs_records_do_not_make_a_run_dirty(git_repo, capsys):
     manifest.write_text(manifest.read_text().replace('"completed"', '"crashed"'))
     assert main([str(leaf), "--seed", "3"]) == 0
     assert experiment_repo(run_dirs(leaf)[-1])["dirty"] is False
+
+    # Nor does a committed run folder deleted from the working tree (HEAD holds its
+    # manifest): the patch would otherwise carry every deleted record.
+    shutil.rmtree(first)
+    assert git("status", "--porcelain")  # git sees the deletions
+    assert main([str(leaf), "--seed", "5"]) == 0
+    record = experiment_repo(run_dirs(leaf)[-1])
+    assert record["dirty"] is False and record["diff_sha256"] is None
+    git("checkout", "--", ".")
 
     # Anything else counts, beside records: the patch holds it and no record.
     (repo / "study" / "helper.py").write_text("WEIGHT = 2\n")

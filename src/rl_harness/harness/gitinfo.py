@@ -87,15 +87,27 @@ def _changed(root: Path) -> list[str]:
     return [p for p in paths if p]
 
 
-def run_folder(root: Path, relative: str) -> str | None:
+def run_folder(root: Path, relative: str, committed: frozenset[str] = frozenset()) -> str | None:
     """The run folder (one holding a run_manifest.json: a run's results/<run-id>/) that
-    holds `relative`, relative to `root`; None when it lies outside every run folder."""
+    holds `relative`, relative to `root`; None when it lies outside every run folder.
+    `committed`: run folders HEAD holds (`committed_run_folders`), so that a committed run
+    folder deleted or moved away in the working tree still counts as records."""
     parts = Path(relative).parts
     for depth in range(1, len(parts)):
         folder = Path(*parts[:depth])
-        if (Path(root) / folder / MANIFEST_NAME).is_file():
+        if folder.as_posix() in committed or (Path(root) / folder / MANIFEST_NAME).is_file():
             return folder.as_posix()
     return None
+
+
+def committed_run_folders(root: Path) -> frozenset[str]:
+    """The folders holding a run_manifest.json in HEAD, relative to the root."""
+    out = _git(root, "ls-tree", "-r", "-z", "--name-only", "HEAD") or ""
+    return frozenset(
+        Path(name).parent.as_posix()
+        for name in out.split("\0")
+        if name and Path(name).name == MANIFEST_NAME
+    )
 
 
 def working_tree_patch(
@@ -127,17 +139,19 @@ def git_identity(path: Path) -> GitIdentity | None:
     deleted or renamed; an untracked, not ignored file) EXCEPT inside a run folder (a folder
     holding a run_manifest.json, i.e. results/<run-id>/ of this or another run, committed
     or not): those are records a run wrote, not code or data it read, so another run's
-    uncommitted results never make a run dirty. They are left out of the patch too, and
+    uncommitted results never make a run dirty, nor does a committed run folder deleted or
+    moved away (HEAD holds its manifest). They are left out of the patch too, and
     counted in `run_records`. Everything else counts, a new experiment.py first of all."""
     root = find_git_root(path)
     if root is None:
         return None
     commit = (_git(root, "rev-parse", "HEAD") or "").strip() or None
     branch = (_git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip() or None
-    folders = {name: run_folder(root, name) for name in _changed(root)}
+    committed = committed_run_folders(root) if commit else frozenset()
+    folders = {name: run_folder(root, name, committed) for name in _changed(root)}
     counted = [name for name, folder in folders.items() if folder is None]
     runs = sorted({folder for folder in folders.values() if folder is not None})
-    untracked = [name for name in _untracked(root) if run_folder(root, name) is None]
+    untracked = [name for name in _untracked(root) if run_folder(root, name, committed) is None]
     diff = working_tree_patch(root, untracked, runs) if counted and commit else ""
     remote = (_git(root, "config", "--get", "remote.origin.url") or "").strip() or None
     remote = redact_url(remote) if remote else None  # https://user:TOKEN@host: no token
