@@ -1445,7 +1445,7 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # completed, and the current analysis ran on its checkpoints (`rl-harness analyze`). Keyed
 # by arm; a retrain names its committed run by (arm, seed).
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only": ("20261207T173340Z-269b6776",),
+    "reward_only": ("20261207T173340Z-269b6776", "20261207T184413Z-22a73657"),
     "next_token_aux": ("20261207T181333Z-82061823",),
 }
 
