@@ -124,12 +124,14 @@ FULL = Budget(
 BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 DEFAULT_BUDGET = "cpu"
 
-# The memory leaves' budgets (reward_only_memory, next_token_aux_memory): the study's, each at
-# the memory point (task.TASK_POINTS["memory"]) with MEMORY_UNTRAINED_INITS untrained inits.
-MEMORY_BUDGETS = {
-    name: dataclasses.replace(budget, task_point="memory", untrained_inits=MEMORY_UNTRAINED_INITS)
-    for name, budget in BUDGETS.items()
-}
+
+def memory_budget(name: str) -> Budget:
+    """The study's budget `name` at the memory point (task.TASK_POINTS["memory"]) with
+    MEMORY_UNTRAINED_INITS untrained inits: the memory leaves' budgets. A function, so that
+    `--show-settings` reads each leaf's budgets without importing torch (harness/recipe.py)."""
+    return dataclasses.replace(
+        BUDGETS[name], task_point="memory", untrained_inits=MEMORY_UNTRAINED_INITS
+    )
 
 
 # The original study's transformer size. The previous action comes in the observation (the

@@ -25,9 +25,9 @@ from experiments.mess3_belief_geometry.next_token_aux.experiment import (  # noq
 )
 from experiments.mess3_belief_geometry.spec import (
     DEFAULT_BUDGET,
-    MEMORY_BUDGETS,
     MEMORY_UNTRAINED_INITS,
     Budget,
+    memory_budget,
 )
 from rl_harness import Recipe, RunContext, run_algorithm
 from rl_harness.analysis import run_stages
@@ -35,8 +35,8 @@ from rl_harness.analysis import run_stages
 TASK_POINT = "memory"  # task.TASK_POINTS
 UNTRAINED_INITS = MEMORY_UNTRAINED_INITS  # the incremental test's (c): spec.py
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
-BUDGETS = MEMORY_BUDGETS
-SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
+SMOKE, CPU, FULL = memory_budget("smoke"), memory_budget("cpu"), memory_budget("full")
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 # What run() does after training, in order; `rl-harness analyze` runs the same on a

@@ -23,10 +23,10 @@ from experiments.mess3_belief_geometry import analysis
 from experiments.mess3_belief_geometry.reward_only.experiment import HEADLINE, build_config
 from experiments.mess3_belief_geometry.spec import (  # noqa: F401
     DEFAULT_BUDGET,
-    MEMORY_BUDGETS,
     MEMORY_UNTRAINED_INITS,
     MODEL_CONFIG,  # noqa lines: tests and tools read them here
     Budget,
+    memory_budget,
     module_spec,
 )
 from rl_harness import Recipe, RunContext, run_algorithm
@@ -35,8 +35,8 @@ from rl_harness.analysis import run_stages
 TASK_POINT = "memory"  # task.TASK_POINTS
 UNTRAINED_INITS = MEMORY_UNTRAINED_INITS  # the incremental test's (c): spec.py
 # The study's budgets, each at the memory point (RECIPE below; tools read them too).
-BUDGETS = MEMORY_BUDGETS
-SMOKE, CPU, FULL = BUDGETS["smoke"], BUDGETS["cpu"], BUDGETS["full"]
+SMOKE, CPU, FULL = memory_budget("smoke"), memory_budget("cpu"), memory_budget("full")
+BUDGETS = {"smoke": SMOKE, "cpu": CPU, "full": FULL}
 
 
 # What run() does after training, in order; `rl-harness analyze` runs the same on a
