@@ -1446,7 +1446,7 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # by arm; a retrain names its committed run by (arm, seed).
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
     "reward_only": ("20261207T173340Z-269b6776", "20261207T184413Z-22a73657"),
-    "next_token_aux": ("20261207T181333Z-82061823",),
+    "next_token_aux": ("20261207T181333Z-82061823", "20261207T185523Z-66303c5e"),
 }
 
 
