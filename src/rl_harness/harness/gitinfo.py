@@ -147,8 +147,15 @@ def git_identity(path: Path) -> GitIdentity | None:
         return None
     commit = (_git(root, "rev-parse", "HEAD") or "").strip() or None
     branch = (_git(root, "rev-parse", "--abbrev-ref", "HEAD") or "").strip() or None
-    committed = committed_run_folders(root) if commit else frozenset()
-    folders = {name: run_folder(root, name, committed) for name in _changed(root)}
+    folders = {name: run_folder(root, name) for name in _changed(root)}
+    committed: frozenset[str] = frozenset()
+    if commit and None in folders.values():
+        # Only then list HEAD's tree: a change outside every run folder on disk may lie in a
+        # committed run folder deleted or moved away.
+        committed = committed_run_folders(root)
+        folders = {
+            name: folder or run_folder(root, name, committed) for name, folder in folders.items()
+        }
     counted = [name for name, folder in folders.items() if folder is None]
     runs = sorted({folder for folder in folders.values() if folder is not None})
     untracked = [name for name in _untracked(root) if run_folder(root, name, committed) is None]

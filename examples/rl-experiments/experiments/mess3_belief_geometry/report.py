@@ -1444,6 +1444,7 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # analysis (d2c7c58's, without the incremental test) was stopped by SIGTERM once training
 # completed, and the current analysis ran on its checkpoints (`rl-harness analyze`). Keyed
 # by arm; a retrain names its committed run by (arm, seed).
+NO_RETRAINS = "No retrains yet: `report.RETRAINED_RUNS` is empty."
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
     "reward_only": ("20261207T173340Z-269b6776", "20261207T184413Z-22a73657"),
     "next_token_aux": ("20261207T181333Z-82061823", "20261207T185523Z-66303c5e"),
@@ -1456,7 +1457,7 @@ def retrained_table(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) -> 
     the first iteration's mean training return (both to 7 digits: where they part) and the
     library commit of the retrain's analysis."""
     if not runs:
-        return "No retrains yet: `report.RETRAINED_RUNS` is empty."
+        return NO_RETRAINS
     by = {(run.arm, run.seed): run for run in committed}
     lines = [
         "Each retrain (r) beside the committed run (c) of its arm and seed (result.json of "
@@ -1496,14 +1497,13 @@ def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) ->
     greedy and sampled rollouts (per run, and across seeds per arm)."""
     if one_point(runs) not in (None, "flagship"):
         raise ValueError("the retrains are flagship runs")
-    none = "No retrains yet: `report.RETRAINED_RUNS` is empty."
     tables = {"retrained_runs": retrained_table(runs, committed)}
     for key, name in ((INCREMENTAL_KEY, ""), (INCREMENTAL_SAMPLED_KEY, "_sampled")):
         tables[f"retrained_incremental{name}_runs"] = (
-            memory_incremental_runs_table(runs, key) if runs else none
+            memory_incremental_runs_table(runs, key) if runs else NO_RETRAINS
         )
         tables[f"retrained_incremental{name}_seeds"] = (
-            memory_incremental_seeds_table(runs, key) if runs else none
+            memory_incremental_seeds_table(runs, key) if runs else NO_RETRAINS
         )
     return tables
 
