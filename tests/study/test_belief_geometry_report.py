@@ -513,3 +513,48 @@ def test_the_first_return_is_read_from_metrics(tmp_path) -> None:
     )
     assert report._first_return(tmp_path) == 7.589253704156645
     assert report._first_return(tmp_path / "nowhere") is None
+
+
+def _as_full(run: report.StudyRun) -> report.StudyRun:
+    """A real CPU record relabelled as a FULL run: its checkpoints moved to the FULL schedule's
+    steps (0, then the first iteration past each doubling of 32,768 steps, then 306), its end
+    at 10,027,008 steps, its budget named `full`."""
+    steps = [0] + [32_768 * 2**i for i in range(9)] + [10_027_008]
+    checkpoints = [
+        dict(run.checkpoints[min(i, len(run.checkpoints) - 1)], env_steps=s)
+        for i, s in enumerate(steps)
+    ]
+    metrics = dict(run.result.metrics)
+    metrics["env_steps"] = dataclasses.replace(metrics["env_steps"], value=10_027_008)
+    return dataclasses.replace(
+        run, checkpoints=tuple(checkpoints), result=Results(metrics), budget="full"
+    )
+
+
+def test_a_full_run_is_matched_to_the_original_up_to_its_end(runs) -> None:
+    record = report.read_original_figures()
+    full = [_as_full(run) for run in runs if run.arm == "reward_only" and run.seed == 0]
+    table = report.original_table(full, record, runs_name="FULL_RUNS")
+    assert "`report.FULL_RUNS`" in table
+    rows = [line for line in table.splitlines() if line.startswith("| reward_only (a_")]
+    matched = [row for row in rows if row.count("|") == 8]
+    # The original's 11 checkpoints (0, the doublings from 32,768 to 8,388,608, then
+    # 10,027,008) are the FULL schedule's: every one matched, two quantities each.
+    ends = sorted({int(r.split("|")[2].split(" / ")[0].replace(",", "")) for r in matched})
+    assert ends == [0] + [32_768 * 2**i for i in range(9)] + [10_027_008]
+    assert len(matched) == 11 * 2
+    assert "Every checkpoint of ours matched" in table and "No matched checkpoint" not in table
+    # No "nearest checkpoint" rows past the original's end; the end beside its final summary.
+    assert not any("sampled" in row for row in rows if row.count("|") == 7)
+    assert any("10,027,008 / final (10.03M) | R² within tokens_2" in row for row in rows)
+    # Matched at the end: the unmatched rows' cause (`steps`) is not offered there.
+    end_rows = [row for row in rows if "/ final (10.03M)" in row and "beyond it" in row]
+    assert all("steps" not in row.split("candidate causes:")[-1] for row in end_rows)
+
+
+def test_the_full_tables_take_full_runs_only(runs) -> None:
+    assert set(report.full_blocks([]).values()) == {report.NO_FULL_RUNS}
+    cpu = [run for run in runs if run.arm == "reward_only" and run.seed == 0]
+    with pytest.raises(ValueError, match="not only full"):
+        report.full_blocks(cpu)
+    assert cpu[0].budget == "cpu"  # read from the manifest

@@ -103,6 +103,9 @@ class StudyRun:
     # The first training iteration's mean episode return (metrics.jsonl): where two runs of
     # one seed and command part (the retrains).
     first_return: float | None = None
+    # The budget's name as the manifest records it ("cpu", "full", "smoke"); None: a record
+    # from before budgets had names.
+    budget: str | None = None
 
 
 # The one-off rerun's record (the two memory-point seed-0 runs, made before `rl-harness
@@ -177,6 +180,7 @@ def read_run(folder: Path) -> StudyRun:
         probe=metrics or None,
         training_s=final.get("time_total_s"),
         first_return=_first_return(folder),
+        budget=((manifest.get("budget") or {}).get("name")),
     )
 
 
@@ -753,17 +757,20 @@ def original_table(
     runs: Sequence[StudyRun],
     record: Mapping[str, Any] | None = None,
     protocol: Mapping[str, Any] | None = None,
+    runs_name: str = "ORIGINAL_INIT_RUNS",
 ) -> str:
-    """Our runs beside the original study's figures (original_figures.json) at matched env
-    steps; each row whose mean lies outside the original's per-seed range says which
-    candidate causes can act at that step, and at step 0 what the original's data protocol
-    gives on our module (original_protocol.json, when measured)."""
+    """Our runs (`report.<runs_name>`) beside the original study's figures
+    (original_figures.json) at matched env steps; each row whose mean lies outside the
+    original's per-seed range says which candidate causes can act at that step, and at step 0
+    what the original's data protocol gives on our module (original_protocol.json, when
+    measured). Runs that end where the original ended (the FULL budget) have every checkpoint
+    matched: then only the original's final summary is added."""
     record = read_original_figures() if record is None else record
     if protocol is None and ORIGINAL_PROTOCOL.is_file():
         protocol = json.loads(ORIGINAL_PROTOCOL.read_text(encoding="utf-8"))
     arms = [arm for arm in _arms(runs) if arm in record["arms"]]
     lines = [
-        f"Ours (`report.ORIGINAL_INIT_RUNS`, the probe over training in probe_metrics.json) "
+        f"Ours (`report.{runs_name}`, the probe over training in probe_metrics.json) "
         f"beside the original study's per-seed `probe_curve.json` ({record['repository']}, "
         "`original_figures.json` names each file's path and commit) at the same PPO iteration "
         f"(env steps equal within {MATCH_TOLERANCE:.1%}). Per seed, then our mean minus the "
@@ -811,9 +818,14 @@ def original_table(
                 )
     lines += [
         "",
-        "No matched checkpoint (not compared as a difference at one step): "
-        + "; ".join(unmatched)
-        + ". Beside them, the original at its nearest checkpoint and at its end:",
+        (
+            "No matched checkpoint (not compared as a difference at one step): "
+            + "; ".join(unmatched)
+            + ". Beside them, the original at its nearest checkpoint and at its end:"
+            if unmatched
+            else "Every checkpoint of ours matched one of the original's. Our end beside the "
+            "original's end:"
+        ),
         "",
         "| arm (original) | env steps: ours / original | quantity | ours (seeds) | original "
         "(seeds, or mean ± sd) | reading |",
@@ -824,10 +836,15 @@ def original_table(
         figures = [f for f in record["figures"] if f["arm"] == arm]
         steps = int(arm_runs[0].result.value("env_steps"))
         curves = [f for f in figures if isinstance(f["env_steps"], int)]
-        after = min({f["env_steps"] for f in curves if f["env_steps"] > steps and f["seed"] == 0})
-        nearest = [
-            f for f in curves if _matched(after, [f["env_steps"]]) is not None
-        ]  # every seed's checkpoint at that iteration
+        later = {f["env_steps"] for f in curves if f["env_steps"] > steps and f["seed"] == 0}
+        original_seed0 = [f["env_steps"] for f in curves if f["seed"] == 0]
+        # Every seed's checkpoint at the original's first iteration after our end; none when
+        # our end is one of the original's checkpoints (matched above) or past its last.
+        nearest = (
+            [f for f in curves if _matched(min(later), [f["env_steps"]]) is not None]
+            if later and _matched(steps, original_seed0) is None
+            else []
+        )
         final = next(f for f in figures if f["seed"] is None)
         name = f"{arm} ({final['original_arm']})"
         ours_r2 = {
@@ -836,20 +853,27 @@ def original_table(
         }
         sampled = [run.result.value("return_per_step/sampled") for run in arm_runs]
         greedy = [run.result.value("return_per_step/greedy") for run in arm_runs]
-        step_text = f"{steps:,} / {nearest[0]['env_steps']:,}"
         unmatched_causes = _causes(record, None)
-        rows = [
-            (
-                step_text,
-                "return per step, sampled",
-                sampled,
-                [f["values"]["reward_mean"] for f in nearest],
-            ),
-            *(
-                (step_text, key, ours_r2[key], [f["values"][theirs] for f in nearest])
-                for key, (_, theirs) in ORIGINAL_QUANTITIES.items()
-            ),
-        ]
+        # Our end at one of the original's checkpoints: the causes that act there, not the
+        # unmatched rows' (which add `steps`).
+        end_causes = (
+            unmatched_causes if _matched(steps, original_seed0) is None else _causes(record, steps)
+        )
+        rows: list[tuple[str, str, list[float], list[float]]] = []
+        if nearest:
+            step_text = f"{steps:,} / {nearest[0]['env_steps']:,}"
+            rows = [
+                (
+                    step_text,
+                    "return per step, sampled",
+                    sampled,
+                    [f["values"]["reward_mean"] for f in nearest],
+                ),
+                *(
+                    (step_text, key, ours_r2[key], [f["values"][theirs] for f in nearest])
+                    for key, (_, theirs) in ORIGINAL_QUANTITIES.items()
+                ),
+            ]
         for step_text_, label, ours, theirs in rows:
             lines.append(
                 f"| {name} | {step_text_} | {label} | {', '.join(_f(v) for v in ours)} | "
@@ -869,7 +893,7 @@ def original_table(
                 f"| {name} | {steps:,} / final (10.03M) | {label} | "
                 f"{', '.join(_f(v) for v in ours)} | {', '.join(_f(v) for v in theirs)}; "
                 f"{mean:.3f} ± {sd:.3f} (arms_table.json) | "
-                f"{_spread_reading(sum(ours) / len(ours), theirs, unmatched_causes)} |"
+                f"{_spread_reading(sum(ours) / len(ours), theirs, end_causes)} |"
             )
     lines += ["", "Candidate causes (`original_figures.json`, `candidate_causes`):", ""]
     for cause in record["candidate_causes"]:
@@ -1508,6 +1532,36 @@ def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) ->
     return tables
 
 
+# ------------------------------------------------------- the FULL budget (issue 53 item 3)
+# The original study's 10M env steps (spec.FULL), trained on CPU with nothing else running.
+NO_FULL_RUNS = "No FULL run yet: `report.FULL_RUNS` is empty."
+FULL_RUNS: dict[str, tuple[str, ...]] = {}
+
+
+def full_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
+    """The FULL runs' tables: the run table (training minutes and env steps/s included), the
+    incremental test on greedy and sampled rollouts, and the original's figures at every
+    matched checkpoint up to its end."""
+    if not runs:
+        return {
+            name: NO_FULL_RUNS
+            for name in ("full_runs", "full_incremental_runs", "full_incremental_sampled_runs")
+        } | {"full_original_figures": NO_FULL_RUNS}
+    if one_point(runs) not in (None, "flagship"):
+        raise ValueError("the FULL runs are flagship runs")
+    budgets = {run.budget for run in runs}
+    if budgets != {"full"}:
+        raise ValueError(f"report.FULL_RUNS holds runs of budgets {budgets}, not only full")
+    return {
+        "full_runs": runs_table(runs),
+        "full_incremental_runs": memory_incremental_runs_table(runs, INCREMENTAL_KEY),
+        "full_incremental_sampled_runs": memory_incremental_runs_table(
+            runs, INCREMENTAL_SAMPLED_KEY
+        ),
+        "full_original_figures": original_table(runs, runs_name="FULL_RUNS"),
+    }
+
+
 MEMORY_TABLES: dict[str, Callable[[Sequence[StudyRun]], str]] = {
     "memory_returns": memory_returns_table,
     "memory_incremental_runs": memory_incremental_runs_table,
@@ -1590,6 +1644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             | memory_blocks(load_runs(MEMORY_RUNS))
             | {"memory_confirmatory": confirmatory_block(load_runs(confirmatory.RUNS))}
             | retrained_blocks(load_runs(RETRAINED_RUNS), load_runs(ORIGINAL_INIT_RUNS))
+            | full_blocks(load_runs(FULL_RUNS))
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
