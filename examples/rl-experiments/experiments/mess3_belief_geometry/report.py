@@ -1470,8 +1470,16 @@ def memory_not_shown(runs: Sequence[StudyRun]) -> str:
 # by arm; a retrain names its committed run by (arm, seed).
 NO_RETRAINS = "No retrains yet: `report.RETRAINED_RUNS` is empty."
 RETRAINED_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only": ("20261207T173340Z-269b6776", "20261207T184413Z-22a73657"),
-    "next_token_aux": ("20261207T181333Z-82061823", "20261207T185523Z-66303c5e"),
+    "reward_only": (
+        "20261207T173340Z-269b6776",
+        "20261207T184413Z-22a73657",
+        "20261207T201542Z-584b8fdb",
+    ),
+    "next_token_aux": (
+        "20261207T181333Z-82061823",
+        "20261207T185523Z-66303c5e",
+        "20261207T201542Z-9f85e4f5",
+    ),
 }
 
 
@@ -1535,7 +1543,7 @@ def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) ->
 # ------------------------------------------------------- the FULL budget (issue 53 item 3)
 # The original study's 10M env steps (spec.FULL), trained on CPU with nothing else running.
 NO_FULL_RUNS = "No FULL run yet: `report.FULL_RUNS` is empty."
-FULL_RUNS: dict[str, tuple[str, ...]] = {}
+FULL_RUNS: dict[str, tuple[str, ...]] = {"reward_only": ("20261207T205742Z-ee54bd56",)}
 
 
 def full_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
