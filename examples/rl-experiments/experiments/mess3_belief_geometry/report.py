@@ -151,7 +151,8 @@ def read_run(folder: Path) -> StudyRun:
     manifest = _read(folder / "run_manifest.json")
     status = None if manifest is None else manifest.get("status")
     rerun = _analysis_rerun(folder, status)
-    settings = ((manifest or {}).get("budget") or {}).get("settings") or {}
+    budget = (manifest or {}).get("budget") or {}
+    settings = budget.get("settings") or {}
     final = (_read(folder / "summary.json") or {}).get("final_metrics") or {}
     trained = final.get("training_iteration") == settings.get("iterations")
     if status != "completed" and not (
@@ -180,7 +181,7 @@ def read_run(folder: Path) -> StudyRun:
         probe=metrics or None,
         training_s=final.get("time_total_s"),
         first_return=_first_return(folder),
-        budget=((manifest.get("budget") or {}).get("name")),
+        budget=budget.get("name"),
     )
 
 
@@ -837,12 +838,12 @@ def original_table(
         steps = int(arm_runs[0].result.value("env_steps"))
         curves = [f for f in figures if isinstance(f["env_steps"], int)]
         later = {f["env_steps"] for f in curves if f["env_steps"] > steps and f["seed"] == 0}
-        original_seed0 = [f["env_steps"] for f in curves if f["seed"] == 0]
+        end_matched = _matched(steps, [f["env_steps"] for f in curves if f["seed"] == 0])
         # Every seed's checkpoint at the original's first iteration after our end; none when
         # our end is one of the original's checkpoints (matched above) or past its last.
         nearest = (
             [f for f in curves if _matched(min(later), [f["env_steps"]]) is not None]
-            if later and _matched(steps, original_seed0) is None
+            if later and end_matched is None
             else []
         )
         final = next(f for f in figures if f["seed"] is None)
@@ -856,9 +857,7 @@ def original_table(
         unmatched_causes = _causes(record, None)
         # Our end at one of the original's checkpoints: the causes that act there, not the
         # unmatched rows' (which add `steps`).
-        end_causes = (
-            unmatched_causes if _matched(steps, original_seed0) is None else _causes(record, steps)
-        )
+        end_causes = unmatched_causes if end_matched is None else _causes(record, steps)
         rows: list[tuple[str, str, list[float], list[float]]] = []
         if nearest:
             step_text = f"{steps:,} / {nearest[0]['env_steps']:,}"
@@ -1551,10 +1550,8 @@ def full_blocks(runs: Sequence[StudyRun]) -> dict[str, str]:
     incremental test on greedy and sampled rollouts, and the original's figures at every
     matched checkpoint up to its end."""
     if not runs:
-        return {
-            name: NO_FULL_RUNS
-            for name in ("full_runs", "full_incremental_runs", "full_incremental_sampled_runs")
-        } | {"full_original_figures": NO_FULL_RUNS}
+        names = ("runs", "incremental_runs", "incremental_sampled_runs", "original_figures")
+        return {f"full_{name}": NO_FULL_RUNS for name in names}
     if one_point(runs) not in (None, "flagship"):
         raise ValueError("the FULL runs are flagship runs")
     budgets = {run.budget for run in runs}
