@@ -558,3 +558,37 @@ def test_the_full_tables_take_full_runs_only(runs) -> None:
     with pytest.raises(ValueError, match="not only full"):
         report.full_blocks(cpu)
     assert cpu[0].budget == "cpu"  # read from the manifest
+
+
+@pytest.fixture(scope="module")
+def retrains() -> list[report.StudyRun]:
+    return report.load_runs(report.RETRAINED_RUNS)
+
+
+def test_added_seeds_pool_with_the_retrains_as_one_experiment(retrains) -> None:
+    """Seeds added to the retrains (issue 53 item 4) are read with them: the pooled tables are
+    the flagship's tables on every pooled run, the added runs' incremental table theirs
+    alone; the pool refuses a seed twice and runs trained or analysed at other commits."""
+    assert set(report.added_seed_blocks(retrains, []).values()) == {report.NO_ADDED_SEEDS}
+    first = [run for run in retrains if run.seed < 2]
+    added = [run for run in retrains if run.seed == 2]
+    tables = report.added_seed_blocks(first, added)
+    for name in report.POOLED_TABLES:
+        assert tables[f"pooled_{name}"] == report.TABLES[name](retrains)
+    assert "| 3 |" in tables["pooled_seeds"]  # three seeds per arm across the pool
+    assert tables["pooled_incremental_sampled_seeds"] == report.memory_incremental_seeds_table(
+        retrains, report.INCREMENTAL_SAMPLED_KEY
+    )
+    assert tables["added_incremental_runs"] == report.memory_incremental_runs_table(added)
+    assert all(f"| {run.arm} | 2 |" in tables["added_incremental_runs"] for run in added)
+    assert not any(f"| {run.arm} | 0 |" in tables["added_incremental_runs"] for run in first)
+    with pytest.raises(ValueError, match="pooled twice"):
+        report.added_seed_blocks(retrains, added)
+    other = [dataclasses.replace(added[0], library_commit="0" * 40), *added[1:]]
+    with pytest.raises(ValueError, match="one training and one analysis commit"):
+        report.added_seed_blocks(first, other)
+    rerun = dict(added[0].analysis_rerun or {}, analysis_library_commit="f" * 40)
+    other = [dataclasses.replace(added[0], analysis_rerun=rerun), *added[1:]]
+    with pytest.raises(ValueError, match="one training and one analysis commit"):
+        report.added_seed_blocks(first, other)
+    assert {run.library_commit for run in retrains} == {"d2c7c583685b9a9af67bac7ab7f2108ae3d73253"}

@@ -106,6 +106,8 @@ class StudyRun:
     # The budget's name as the manifest records it ("cpu", "full", "smoke"); None: a record
     # from before budgets had names.
     budget: str | None = None
+    # The library commit the run trained at (run_manifest.json `library.commit`).
+    library_commit: str | None = None
 
 
 # The one-off rerun's record (the two memory-point seed-0 runs, made before `rl-harness
@@ -182,6 +184,7 @@ def read_run(folder: Path) -> StudyRun:
         training_s=final.get("time_total_s"),
         first_return=_first_return(folder),
         budget=budget.get("name"),
+        library_commit=(manifest.get("library") or {}).get("commit"),
     )
 
 
@@ -1539,6 +1542,67 @@ def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) ->
     return tables
 
 
+# ------------------------------------------ more seeds per arm (issue 53 item 4)
+# Seeds 3 and up of each arm, made exactly as the retrains: trained at d2c7c58 with one torch
+# thread, the in-run analysis stopped once training completed, the current analysis run on
+# the checkpoints (`rl-harness analyze`). With the retrains they form one pool per arm: one
+# training commit and one analysis commit, so every seed is the same experiment.
+NO_ADDED_SEEDS = "No added seeds yet: `report.ADDED_SEED_RUNS` is empty."
+ADDED_SEED_RUNS: dict[str, tuple[str, ...]] = {}
+# The pooled seeds' tables: the flagship's per-seed and across-seed tables (TABLES) on every
+# pooled run, then the incremental test across seeds.
+POOLED_TABLES = (
+    "runs",
+    "seeds",
+    "controls_by_data",
+    "controls_holm",
+    "power",
+    "arms",
+    "interventions",
+)
+
+
+def _one_code(runs: Sequence[StudyRun]) -> None:
+    """ValueError unless every run trained at one library commit and was analysed at one."""
+    trained = {run.library_commit for run in runs}
+    analysed = {str((run.analysis_rerun or {}).get("analysis_library_commit")) for run in runs}
+    if len(trained) != 1 or len(analysed) != 1:
+        raise ValueError(
+            f"pooled seeds must share one training and one analysis commit, got training "
+            f"{sorted(map(str, trained))} and analysis {sorted(analysed)}"
+        )
+
+
+def added_seed_blocks(retrained: Sequence[StudyRun], added: Sequence[StudyRun]) -> dict[str, str]:
+    """The added seeds' own incremental tables (greedy and sampled rollouts), and the pool of
+    retrains and added seeds read together (POOLED_TABLES and the incremental test across
+    seeds). A pooled seed of an arm that is also a retrain's is refused (one run per seed)."""
+    names = [f"added_incremental{name}_runs" for name in ("", "_sampled")]
+    names += [f"pooled_{name}" for name in POOLED_TABLES]
+    names += [f"pooled_incremental{name}_seeds" for name in ("", "_sampled")]
+    if not added:
+        return dict.fromkeys(names, NO_ADDED_SEEDS)
+    pool = [*retrained, *added]
+    if one_point(pool) not in (None, "flagship"):
+        raise ValueError("the added seeds are flagship runs")
+    seen = [(run.arm, run.seed) for run in pool]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"a seed is pooled twice: {sorted(seen)}")
+    _one_code(pool)
+    arms = _arms(pool)
+    pool.sort(key=lambda run: (arms.index(run.arm), run.seed))  # each arm's seeds in order
+    tables = {
+        "added_incremental_runs": memory_incremental_runs_table(added, INCREMENTAL_KEY),
+        "added_incremental_sampled_runs": memory_incremental_runs_table(
+            added, INCREMENTAL_SAMPLED_KEY
+        ),
+    }
+    tables |= {f"pooled_{name}": TABLES[name](pool) for name in POOLED_TABLES}
+    for key, name in ((INCREMENTAL_KEY, ""), (INCREMENTAL_SAMPLED_KEY, "_sampled")):
+        tables[f"pooled_incremental{name}_seeds"] = memory_incremental_seeds_table(pool, key)
+    return tables
+
+
 # ------------------------------------------------------- the FULL budget (issue 53 item 3)
 # The original study's 10M env steps (spec.FULL), trained on CPU with nothing else running.
 NO_FULL_RUNS = "No FULL run yet: `report.FULL_RUNS` is empty."
@@ -1650,6 +1714,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             | {"memory_confirmatory": confirmatory_block(load_runs(confirmatory.RUNS))}
             | retrained_blocks(load_runs(RETRAINED_RUNS), load_runs(ORIGINAL_INIT_RUNS))
             | full_blocks(load_runs(FULL_RUNS))
+            | added_seed_blocks(load_runs(RETRAINED_RUNS), load_runs(ADDED_SEED_RUNS))
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
