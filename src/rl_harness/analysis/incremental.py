@@ -60,7 +60,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.affine import fit_affine, ridge_solver
+from rl_harness.analysis.probes.affine import (
+    RidgeSolver,
+    block_ridge,
+    fit_affine,
+    ridge_solver,
+    row_blocks,
+)
 from rl_harness.analysis.probes.bootstrap import Estimate, estimates
 from rl_harness.analysis.probes.multiple import bootstrap_p_greater, holm_adjust
 from rl_harness.analysis.probes.paired import HeldOutScores, r2_samples
@@ -126,11 +132,14 @@ def window_residual_readout(
     ridge: float = 0.0,
     n_folds: int = N_FOLDS,
     tol: float = RESIDUAL_TOL,
+    window_solver: RidgeSolver | None = None,
 ) -> tuple[np.ndarray, int]:
     """((E, T, n) read-out, kept columns) of what `representation` (E, T, d) holds beyond any
     affine function of `window` (E, T, p), for `targets` (E, T, n); width 0 when nothing is
     left (the representation is affine in the window). Fits use the `train` episodes only;
-    the train episodes' read-out is cross-fitted over `n_folds` interleaved folds."""
+    the train episodes' read-out is cross-fitted over `n_folds` interleaved folds.
+    `window_solver`: `ridge_solver` of the train episodes' window at ridge 0, already made
+    (the representations read against one window share it)."""
     rep = np.asarray(representation, dtype=np.float64)
     win = np.asarray(window, dtype=np.float64)
     y = np.asarray(targets, dtype=np.float64)
@@ -150,7 +159,7 @@ def window_residual_readout(
     def flat(values: np.ndarray) -> np.ndarray:
         return values.reshape(-1, values.shape[-1])
 
-    affine = fit_affine(flat(win[train]), flat(rep[train]))
+    affine = fit_affine(flat(win[train]), flat(rep[train]), solver=window_solver)
     residual = rep - affine.predict(flat(win)).reshape(rep.shape)
     variance = flat(rep[train]).var(axis=0)
     kept = flat(residual[train]).var(axis=0) > tol * np.maximum(variance, 1e-300)
@@ -159,21 +168,28 @@ def window_residual_readout(
     residual = residual[..., kept]
     width = residual.shape[-1]
 
-    def readout(fit: np.ndarray, apply: np.ndarray) -> np.ndarray:
-        x = residual[fit].reshape(-1, width)
-        target = y[fit].reshape(-1, y.shape[-1])
-        solver = ridge_solver(x, ridge)
-        weights = solver.weights(target - target.mean(axis=0))
+    # Every fit reads whole folds of the train episodes: each fold is factored once
+    # (`row_blocks`) and each fit combines the factors of its folds (`block_ridge`).
+    folds = np.arange(len(train)) % n_folds
+    members = [train[folds == fold] for fold in range(n_folds)]
+    blocks = row_blocks(
+        residual.reshape(-1, width),
+        y.reshape(-1, y.shape[-1]),
+        [(episodes_[:, None] * steps + np.arange(steps)).ravel() for episodes_ in members],
+    )
+
+    def readout(fit: Sequence[int], apply: np.ndarray) -> np.ndarray:
+        x_mean, weights = block_ridge(blocks, fit, ridge)
         # No bias: a constant tells nothing.
-        return np.asarray((residual[apply] - solver.x_mean) @ weights, dtype=np.float64)
+        return np.asarray((residual[apply] - x_mean) @ weights, dtype=np.float64)
 
     out = np.zeros((episodes, steps, y.shape[-1]))
     test = np.setdiff1d(np.arange(episodes), train)
     if test.size:
-        out[test] = readout(train, test)
-    folds = np.arange(len(train)) % n_folds
+        out[test] = readout(range(n_folds), test)
     for fold in range(n_folds):
-        out[train[folds == fold]] = readout(train[folds != fold], train[folds == fold])
+        others = [other for other in range(n_folds) if other != fold]
+        out[members[fold]] = readout(others, members[fold])
     return out, int(kept.sum())
 
 
@@ -396,9 +412,16 @@ def incremental_r2(
         slots = {"window": len(tasks) - 1}
         columns: dict[str, int] = {}
         extras: dict[str, np.ndarray] = {}
+        solver = ridge_solver(window[train].reshape(-1, window.shape[-1]))
         for name, values in features.items():
             extra, columns[name] = window_residual_readout(
-                values, window, y, train=train, ridge=agent.settings.ridge, n_folds=n_folds
+                values,
+                window,
+                y,
+                train=train,
+                ridge=agent.settings.ridge,
+                n_folds=n_folds,
+                window_solver=solver,
             )
             same = next((n for n, e in extras.items() if np.array_equal(e, extra)), None)
             if columns[name] == 0:  # nothing beyond the window: (b) is (a) itself
