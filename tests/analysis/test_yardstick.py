@@ -203,3 +203,24 @@ def test_equivalent_m_by_hand():
     assert equivalent_m(-2.0, values) == (1, None)  # worth at most the smallest m
     assert equivalent_m(1.1, values) == (None, None)  # beyond the largest m
     assert equivalent_m(None, values) == (None, None)
+
+
+@pytest.mark.parametrize("ridge", [0.0, 0.5])
+def test_the_affine_baselines_are_fit_affines_fit(ridge):
+    """`affine_test_predictions` (a QR of the train rows) predicts what `fit_affine` (the
+    SVD) does, to float rounding: on random ReLU features with dead units (zero columns) and
+    more width than the inputs' rank, at ridge 0 and above."""
+    from rl_harness.analysis.probes import fit_affine
+    from rl_harness.analysis.yardstick import affine_test_predictions, random_relu_features
+
+    rng = np.random.default_rng(5)
+    inputs = rng.integers(0, 2, size=(30, 20, 4)).astype(np.float64)
+    targets = rng.dirichlet(np.ones(3), size=(30, 20))
+    agent = evaluate_probe(targets, targets, ProbeSettings(seed=1, n_bootstrap=10))
+    train, test = agent.train_episodes, agent.test_episodes
+    features = random_relu_features(inputs, train, 64, rng)
+    assert (features[train].reshape(-1, 64).std(axis=0) == 0).any()  # dead units
+    probe = fit_affine(features[train].reshape(-1, 64), targets[train].reshape(-1, 3), ridge)
+    expected = probe.predict(features[test].reshape(-1, 64)).reshape(len(test), 20, 3)
+    got = affine_test_predictions(features, targets, agent, ridge)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-10)
