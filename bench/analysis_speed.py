@@ -6,7 +6,7 @@ at --baseline-ref (default c0c881e: main before issue 53 item 2 was merged; chec
 `git worktree add --detach` under /tmp, removed afterwards, and put first on PYTHONPATH) and
 once with this checkout, each in its own process on a fresh copy of the run's results
 folder, OMP_NUM_THREADS=1 unless --threads (the study's runs set 1). Prints each side's wall
-time and seconds per stage (this checkout: probe_metrics.json `timings`; the old one: from
+time and seconds per stage (probe_metrics.json `timings`; an old side that records none, from
 its progress lines, one phase per announced step), the stages grouped where both sides do
 the same work with the ratio old / new of each and of the total, and how the two records'
 numbers agree (every numeric leaf of probe_metrics.json, yardstick.json and
@@ -305,7 +305,10 @@ def report(results: dict[str, dict], baseline_ref: str) -> None:
     if "new" in results and results["new"]["timings"]:
         stages["new"] = results["new"]["timings"]["stages_s"]
     if "old" in results:
-        stages["old"] = old_phases(results["old"]["lines"])
+        # A baseline with staged analysis records its own seconds per stage; an older one
+        # (c0c881e) only says them in its progress lines.
+        timings = results["old"]["timings"]
+        stages["old"] = timings["stages_s"] if timings else old_phases(results["old"]["lines"])
     for side, table in stages.items():
         name = "this checkout" if side == "new" else f"old ({baseline_ref})"
         print(f"\n{name}, seconds per stage (wall {results[side]['wall_s']:.1f} s):")
@@ -313,7 +316,10 @@ def report(results: dict[str, dict], baseline_ref: str) -> None:
             print(f"  {stage:<18} {seconds:8.1f}")
     if "old" in results and "new" in results:
         print("\nthe same work on both sides, seconds (old / new):")
-        for group, (old_names, new_names) in GROUPS.items():
+        staged = results["old"]["timings"] is not None
+        # Two staged analyses share their stage names: each stage is its own group.
+        groups = {n: ((n,), (n,)) for n in stages["new"]} if staged else GROUPS
+        for group, (old_names, new_names) in groups.items():
             old = sum(stages["old"].get(n, 0.0) for n in old_names)
             new = sum(stages.get("new", {}).get(n, 0.0) for n in new_names)
             ratio = f"{old / new:6.2f}x" if new > 0 else "     -"
