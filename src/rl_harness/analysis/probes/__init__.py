@@ -2,7 +2,8 @@
 
 Pure NumPy/SciPy: `ProbeSettings` (the protocol every probe entry point takes),
 `fit_affine` / `AffineProbe` (least squares with bias, optional ridge; `ridge_solver`, the
-one solver, factored once so a permutation null's refits share it),
+one solver, factored once so a permutation null's refits share it; `row_blocks` /
+`block_ridge`, its fits on unions of row blocks from one factor per block),
 `episode_sums` / `scores` (R² per target and pooled, RMSE, MSE, baselines),
 `split_episodes`, `bootstrap_weights` / `percentile_interval`, within-branch R²
 (`branch_ids`, `branch_sums`, `within_scores`), permutation nulls (`permutation_null` of the
@@ -14,7 +15,15 @@ windows of a sequence and binned actions (`window_features`, `quantile_bins`), a
 `evaluate_probe`, which composes them into a `ProbeReport` (with `to_dict()`).
 """
 
-from rl_harness.analysis.probes.affine import AffineProbe, RidgeSolver, fit_affine, ridge_solver
+from rl_harness.analysis.probes.affine import (
+    AffineProbe,
+    RidgeSolver,
+    RowBlocks,
+    block_ridge,
+    fit_affine,
+    ridge_solver,
+    row_blocks,
+)
 from rl_harness.analysis.probes.bootstrap import (
     Estimate,
     bootstrap_weights,
@@ -55,6 +64,9 @@ from rl_harness.analysis.probes.windows import quantile_bins, window_features
 __all__ = [
     "ProbeSettings",
     "RidgeSolver",
+    "RowBlocks",
+    "block_ridge",
+    "row_blocks",
     "ridge_solver",
     "HeldOutScores",
     "conditional_permutation_null",
