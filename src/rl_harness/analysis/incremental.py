@@ -175,7 +175,7 @@ def window_residual_readout(
     blocks = row_blocks(
         residual.reshape(-1, width),
         y.reshape(-1, y.shape[-1]),
-        [(episodes_[:, None] * steps + np.arange(steps)).ravel() for episodes_ in members],
+        [(fold_episodes[:, None] * steps + np.arange(steps)).ravel() for fold_episodes in members],
     )
 
     def readout(fit: Sequence[int], apply: np.ndarray) -> np.ndarray:
