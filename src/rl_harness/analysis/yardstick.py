@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rl_harness.analysis.probes.affine import block_ridge, row_blocks
+from rl_harness.analysis.probes.affine import fit_affine_by_qr
 from rl_harness.analysis.probes.branches import branch_sums, within_scores
 from rl_harness.analysis.probes.paired import HeldOutScores, held_out_scores, paired_difference
 from rl_harness.analysis.windows import WindowRegressor, _fit_predict
@@ -64,18 +64,15 @@ def affine_test_predictions(
     features: np.ndarray, targets: np.ndarray, agent: ProbeEvaluation, ridge: float
 ) -> np.ndarray:
     """(n_test, T, k): an affine probe from `features` (E, T, d) to `targets` (E, T, k)
-    fitted on the agent's train episodes, predicting its test episodes. `fit_affine`'s fit
-    to float rounding, from a QR of the train rows (`block_ridge` on one block): a fit made
-    once needs no row factor kept, and a wide random map's fit costs about half the SVD's."""
+    fitted on the agent's train episodes (`fit_affine_by_qr`: each is fitted once, and a wide
+    random map's fit costs about half the SVD's), predicting its test episodes."""
     y = np.asarray(targets, dtype=np.float64)
     x = _per_step("features", features, y.shape[:2])
     train, test = agent.train_episodes, agent.test_episodes
-    x_train = x[train].reshape(-1, x.shape[2])
-    blocks = row_blocks(x_train, y[train].reshape(-1, y.shape[2]), [np.arange(len(x_train))])
-    x_mean, weights = block_ridge(blocks, [0], ridge)
-    bias = blocks.means[0, x.shape[2] :] - x_mean @ weights
-    predictions = x[test].reshape(-1, x.shape[2]) @ weights + bias
-    return np.asarray(predictions, dtype=np.float64).reshape(len(test), y.shape[1], -1)
+    probe = fit_affine_by_qr(
+        x[train].reshape(-1, x.shape[2]), y[train].reshape(-1, y.shape[2]), ridge
+    )
+    return probe.predict(x[test].reshape(-1, x.shape[2])).reshape(len(test), y.shape[1], -1)
 
 
 @dataclass(frozen=True)

@@ -54,17 +54,28 @@ class RidgeSolver:
         return np.asarray(self.right @ (self.left.T @ centred_targets), dtype=np.float64)
 
 
+def _check_ridge(ridge: float) -> None:
+    if not np.isfinite(ridge) or ridge < 0:
+        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+
+
+def _ridge_gain(s: np.ndarray, n: int, d: int, ridge: float) -> np.ndarray:
+    """s / (s² + ridge) per singular value of an (n, d) matrix, 0 for those below
+    max(n, d) * eps * s_max (numerically zero: the minimum-norm solution)."""
+    cutoff = s.max(initial=0.0) * max(n, d) * np.finfo(np.float64).eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain: np.ndarray = np.where(s > cutoff, s / (s**2 + ridge), 0.0)
+    return gain
+
+
 def ridge_solver(representations: np.ndarray, ridge: float = 0.0) -> RidgeSolver:
     """Factor (n, d) representations once for `RidgeSolver.weights`; ridge >= 0."""
     x = as_matrix("representations", representations)
-    if not np.isfinite(ridge) or ridge < 0:
-        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+    _check_ridge(ridge)
     x_mean = x.mean(axis=0)
     xc = x - x_mean
     u, s, vt = np.linalg.svd(xc, full_matrices=False)
-    cutoff = s.max(initial=0.0) * max(xc.shape) * np.finfo(np.float64).eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = np.where(s > cutoff, s / (s**2 + ridge), 0.0)
+    gain = _ridge_gain(s, xc.shape[0], xc.shape[1], ridge)
     return RidgeSolver(x_mean=x_mean, ridge=float(ridge), left=u, right=vt.T * gain)
 
 
@@ -138,8 +149,7 @@ def block_ridge(
     R of the stacked block factors and sqrt(n_b) (mean_b - mean) rows (its Gram matrix is
     theirs, and QR keeps the singular values' precision), so R = [[R_x, z], [0, .]] with
     z = Qᵀ y and the SVD R_x = U S Vᵀ gives Uᵀ_full y = Uᵀ z."""
-    if not np.isfinite(ridge) or ridge < 0:
-        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+    _check_ridge(ridge)
     which = list(which)
     if not which:
         raise ValueError("a fit needs at least one block")
@@ -151,8 +161,18 @@ def block_ridge(
     r = np.linalg.qr(np.concatenate(stacked), mode="r")
     d = blocks.n_features
     u, s, vt = np.linalg.svd(r[:d, :d], full_matrices=False)
-    cutoff = s.max(initial=0.0) * max(n, d) * np.finfo(np.float64).eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = np.where(s > cutoff, s / (s**2 + ridge), 0.0)
-    weights = vt.T @ (gain[:, None] * (u.T @ r[:d, d:]))
+    weights = vt.T @ (_ridge_gain(s, n, d, ridge)[:, None] * (u.T @ r[:d, d:]))
     return mean[:d], np.asarray(weights, dtype=np.float64)
+
+
+def fit_affine_by_qr(
+    representations: np.ndarray, targets: np.ndarray, ridge: float = 0.0
+) -> AffineProbe:
+    """`fit_affine`'s probe to float rounding, from a QR of the rows (`block_ridge` on one
+    block) instead of the SVD: for a fit made once (no permutation refits to share a row
+    factor), about half the work on a wide representation."""
+    x, y = as_matrix("representations", representations), as_matrix("targets", targets)
+    blocks = row_blocks(x, y, [np.arange(x.shape[0])])
+    x_mean, weights = block_ridge(blocks, [0], ridge)
+    bias = blocks.means[0, x.shape[1] :] - x_mean @ weights
+    return AffineProbe(weights=weights, bias=bias, ridge=float(ridge))
