@@ -54,10 +54,21 @@ def double(context):
     return out
 
 
+def audit(context):
+    record = {"audited_rows": json.loads((context.results_dir / "count.json").read_text())["rows"]}
+    (context.results_dir / "audit.json").write_text(json.dumps(record))
+    return record
+
+
 ANALYSIS_STAGES = (
     AnalysisStage("count", count, reads=("data.json",), checkpoints=False, writes=("count.json",)),
     AnalysisStage(
         "double", double, reads=("count.json",), checkpoints=False, writes=("double.json",)
+    ),
+    # A costly check: run only when named (--stage audit).
+    AnalysisStage(
+        "audit", audit, reads=("count.json",), checkpoints=False, writes=("audit.json",),
+        on_request=True,
     ),
 )
 """
@@ -163,6 +174,20 @@ def test_a_second_call_skips_every_current_stage(study: Path, capsys) -> None:
     assert (run / "analysis_provenance.json").read_bytes() == before
 
 
+def test_a_stage_on_request_runs_only_when_named(study: Path, capsys) -> None:
+    run = study / "leaf" / "results" / "done"
+    assert not (run / "audit.json").exists()  # not in-run (the first test: not in provenance)
+    assert analyze(study, "done", "--force") == 0
+    assert "audit" not in capsys.readouterr().out
+    assert not (run / "audit.json").exists() and "audit" not in read_provenance(run)
+    assert analyze(study, "done", "--stage", "audit") == 0
+    out = capsys.readouterr().out
+    assert "stage audit: running (no provenance recorded)" in out and "stage count" not in out
+    rows = json.loads((run / "count.json").read_text())["rows"]
+    assert json.loads((run / "audit.json").read_text()) == {"audited_rows": rows}
+    assert list(read_provenance(run)["audit"]["inputs"]) == ["count.json"]
+
+
 def test_force_reruns_and_writes_the_same_records(study: Path, capsys) -> None:
     run = study / "leaf" / "results" / "done"
     records = {name: (run / name).read_bytes() for name in ("count.json", "double.json")}
@@ -202,7 +227,7 @@ def test_bad_input_is_one_error_line(study: Path, capsys) -> None:
         return lines[0]
 
     leaf = str(study / "leaf" / "experiment.py")
-    assert "unknown stage 'nope'; this leaf declares: count, double" in error(
+    assert "unknown stage 'nope'; this leaf declares: count, double, audit (on request)" in error(
         leaf, "--stage", "nope"
     )
     assert "not a run folder nor a run id" in error(leaf, "missing-run")

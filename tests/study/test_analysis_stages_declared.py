@@ -32,11 +32,23 @@ def test_a_training_leaf_declares_its_analysis_then_its_result(target):
     if target in MEMORY:
         # The incremental tests alone (a finished run re-read with the plan's untrained
         # inits) sit between; run() runs the analysis (which makes both) and the result.
-        names = ["analysis", "incremental_r2", "incremental_r2_sampled", "result"]
+        names = [
+            "analysis",
+            "incremental_r2",
+            "incremental_r2_sampled",
+            "result",
+            "window_capacity",
+        ]
         assert [stage.name for stage in stages] == names
         for alone in stages[1:3]:
             assert alone.checkpoints and alone.writes == ("probe_metrics.json", "result.json")
         stages = leaf.ANALYSIS_STAGES
+    if target.startswith(f"{STUDY}."):
+        # The flagship's leaves declare the window-capacity check last, run only when named.
+        *stages, capacity = stages
+        assert capacity.name == "window_capacity" and capacity.on_request
+        assert capacity.checkpoints and capacity.reads == ("probe_metrics.json",)
+        assert capacity.writes == ("window_capacity.json",)
     assert [stage.name for stage in stages] == ["analysis", "result"]
     analysis, result = stages
     assert analysis.checkpoints and "probe_metrics.json" in analysis.writes

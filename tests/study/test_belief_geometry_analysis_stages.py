@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from experiments.mess3_belief_geometry import analysis, controls, incremental, probing
+from experiments.mess3_belief_geometry import (
+    analysis,
+    controls,
+    incremental,
+    probing,
+    report,
+    window_capacity,
+)
 from experiments.mess3_belief_geometry.reward_only import experiment as reward_only
 
-from rl_harness import RunContext
+from rl_harness import Results, RunContext
 from rl_harness.analysis import load_module, replay_rollouts
 from rl_harness.seeding import stream_seed
 from tests.study.reward_only_runs import STAGE_RECORDS, untrained_agent, write_finished_run
@@ -160,3 +168,71 @@ def test_shared_rollouts_replays_and_windows_give_what_each_stage_computes_alone
     assert layer == pytest.approx(record["probe"]["r2_pooled"], rel=1e-3)
     yardstick = json.loads((context.results_dir / "yardstick.json").read_text())
     assert yardstick["agent"]["r2"] == record["probe"]["r2_pooled"]["value"]
+
+
+def test_window_capacity_repeats_the_sampled_test_then_fits_larger_windows(
+    analysed, capsys, tmp_path
+):
+    """The on-request check (window_capacity.py): the sampled rollouts collected again, the
+    recorded MLP's rows equal the run's own incremental_r2_sampled record at the same k, and
+    each larger MLP is the regressor its table says, fitted (its numbers are not the
+    recorded one's)."""
+    context, _, _ = analysed
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the threads the analysis above ran its fits with
+    try:
+        if incremental.KEY_SAMPLED not in json.loads(
+            (context.results_dir / "probe_metrics.json").read_text()
+        ):
+            analysis.analyze(
+                context, label="reward_only", module_spec=reward_only.module_spec(), plan=PLAN
+            )
+        in_run = json.loads((context.results_dir / "probe_metrics.json").read_text())
+        # The sampled test alone on the finished run (`--stage incremental_r2_sampled`, the
+        # same collection of the rollouts as the check below): the in-run record, bit for bit.
+        again = analysis.reanalyse_incremental(
+            context,
+            incremental.KEY_SAMPLED,
+            label="reward_only",
+            module_spec=reward_only.module_spec(),
+        )
+        record = analysis.check_window_capacity(
+            context, label="reward_only", module_spec=reward_only.module_spec()
+        )
+    finally:
+        torch.set_num_threads(before)
+    assert "stage window_capacity (" in capsys.readouterr().out
+    sampled = json.dumps(in_run[incremental.KEY_SAMPLED], sort_keys=True)
+    assert json.dumps(again, sort_keys=True) == sampled
+    on_disk = json.loads((context.results_dir / window_capacity.FILE).read_text())
+    assert on_disk == json.loads(json.dumps(record))
+    assert record["ks"] == [1, 2, 3] and [block["name"] for block in record["regressors"]] == list(
+        window_capacity.REGRESSORS
+    )
+    # The same test on the same episodes: bit for bit where the run's record has the k
+    # (the smoke budget's window_k_max is 2: nothing to compare at k = 3).
+    assert PLAN.window_k_max == 2
+    assert record["recorded_matches"] == {"1": 0.0, "2": 0.0, "3": None}
+    tables = {block["name"]: block["table"] for block in on_disk["regressors"]}
+    assert tables["epochs_x4"]["regressor"]["epochs"] == 80
+    assert tables["width_x2"]["regressor"]["hidden"] == [256, 256]
+    assert tables["epochs_half"]["regressor"]["epochs"] == 10
+    assert tables["width_half"]["regressor"]["hidden"] == [64, 64]
+    for name in ("epochs_half", "width_half", "epochs_x4", "width_x2"):
+        assert [row["k"] for row in tables[name]["rows"]] == [1, 2, 3]
+        for mine, recorded in zip(tables[name]["rows"], tables["recorded"]["rows"], strict=True):
+            assert mine["window"] != recorded["window"], (name, mine["k"])
+    # The study README's table (report.window_capacity_table) reads the record as written.
+    arm = tmp_path / "reward_only" / "results" / context.run_id
+    arm.mkdir(parents=True)
+    run = report.StudyRun("reward_only", SEED, context.run_id, Results(), None, None)
+    assert report.window_capacity_table([run], root=tmp_path) == report.NO_WINDOW_CAPACITY
+    shutil.copy(context.results_dir / window_capacity.FILE, arm)
+    lines = report.window_capacity_table([run], root=tmp_path).splitlines()
+    assert "to within 0.0e+00 relative" in lines[0] and "width_x2 256x256, 20 epochs" in lines[0]
+    rows = [line.split(" | ") for line in lines[4:]]
+    assert len(rows) == 3 * 2 * 5  # k x score x MLP
+    first = tables["recorded"]["rows"][0]
+    assert rows[0][1:5] == [str(SEED), "1", "global", "recorded"]
+    assert rows[0][5] == f"{first['window']['r2_pooled']['value']:.4f}"
+    assert rows[9][2:5] == ["1", "within tokens_2", "width_x2"]

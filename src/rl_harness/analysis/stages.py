@@ -56,13 +56,17 @@ class AnalysisStage:
     `context.results_dir` and returns its record (a mapping). `reads` names the files of the
     run folder it reads (results-relative; hashed into its provenance, a missing one is an
     error); `checkpoints` says it reads the run's recorded checkpoints (each hashed, and the
-    run refused when they are not on this disk); `writes` names what it writes."""
+    run refused when they are not on this disk); `writes` names what it writes.
+    `on_request`: a check that costs more than the analysis a run needs (e.g. the same test
+    with larger models) runs only when named (`only=`, `rl-harness analyze --stage`), never
+    in-run nor in a call that names no stage."""
 
     name: str
     run: Callable[[RunContext], Mapping[str, Any]]
     reads: tuple[str, ...] = ()
     checkpoints: bool = True
     writes: tuple[str, ...] = ()
+    on_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,13 +82,15 @@ def stage_names(stages: Sequence[AnalysisStage]) -> tuple[str, ...]:
 
 
 def select_stages(stages: Sequence[AnalysisStage], only: str | None) -> tuple[AnalysisStage, ...]:
-    """Every stage in order, or only the one named (StageError naming the declared ones)."""
+    """Every stage in order but those run on request, or only the one named (StageError
+    naming the declared ones)."""
     if only is None:
-        return tuple(stages)
+        return tuple(stage for stage in stages if not stage.on_request)
     chosen = tuple(stage for stage in stages if stage.name == only)
     if not chosen:
         raise StageError(
-            f"unknown stage {only!r}; this leaf declares: {', '.join(stage_names(stages))}"
+            f"unknown stage {only!r}; this leaf declares: "
+            + ", ".join(s.name + (" (on request)" if s.on_request else "") for s in stages)
         )
     return chosen
 
@@ -170,10 +176,11 @@ def run_stages(
     differences: Sequence[str] = (),
     say: Callable[[str], None] = print,
 ) -> dict[str, StageOutcome]:
-    """Run `stages` (or `only` the one named) in order on the run of `context`, skipping each
-    whose recorded provenance is current unless `force`; record each one run in the run's
-    analysis_provenance.json. `differences` (from `reopen_run(allow_changes=True)`) are kept
-    in the provenance of what runs. Returns {stage: StageOutcome}."""
+    """Run `stages` (or `only` the one named; never an `on_request` stage unless named) in
+    order on the run of `context`, skipping each whose recorded provenance is current unless
+    `force`; record each one run in the run's analysis_provenance.json. `differences` (from
+    `reopen_run(allow_changes=True)`) are kept in the provenance of what runs. Returns
+    {stage: StageOutcome}."""
     selected = select_stages(stages, only)
     code = {"library": _code(library_root()), "experiment": _code(context.experiment_dir)}
     run_label = context.run_id

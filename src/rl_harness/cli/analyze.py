@@ -15,7 +15,8 @@ def parser() -> OneLineParser:
         description="Run a leaf's ANALYSIS_STAGES (the functions its run() calls after "
         "training) on finished runs: each stage writes its files into the run folder and its "
         "provenance (library commit, time, the sha256 of the inputs it read) into "
-        "analysis_provenance.json; a stage whose provenance is current is skipped.",
+        "analysis_provenance.json; a stage whose provenance is current is skipped; a stage "
+        "declared on request runs only when named by --stage.",
     )
     parser.add_argument("target", help="the leaf: a dotted module path or an experiment.py")
     parser.add_argument(
@@ -24,7 +25,12 @@ def parser() -> OneLineParser:
         metavar="RUN",
         help="results/<run-id> folders or run ids of the leaf (default: every completed run)",
     )
-    parser.add_argument("--stage", default=None, metavar="NAME", help="run only this stage")
+    parser.add_argument(
+        "--stage",
+        default=None,
+        metavar="NAME",
+        help="run only this stage (the way to run one declared on request)",
+    )
     parser.add_argument(
         "--force", action="store_true", help="run the stages even where they are current"
     )

@@ -86,7 +86,14 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from experiments.mess3_belief_geometry import controls, incremental, probing, task, yardstick
+from experiments.mess3_belief_geometry import (
+    controls,
+    incremental,
+    probing,
+    task,
+    window_capacity,
+    yardstick,
+)
 from experiments.mess3_belief_geometry.interventions import intervention_rollouts, run_interventions
 from experiments.mess3_belief_geometry.spec import Budget
 from rl_harness import (
@@ -741,34 +748,27 @@ def write_result(context: RunContext) -> dict[str, Any]:
     return result
 
 
-def reanalyse_incremental(
+def _final_agent_data(
     context: RunContext,
     key: str,
     *,
-    label: str,
+    clock: StageClock,
     module_spec: RLModuleSpec,
-    decision_belief_in_observation: bool = False,
-) -> dict[str, Any]:
-    """The incremental test `key` (incremental.KEY: greedy rollouts, KEY_SAMPLED: sampled)
-    alone on a finished, analysed run, with the plan's `untrained_inits`: the final
-    checkpoint's rollouts collected again as `analyze` collects them (the same named streams,
-    so the same episodes), every untrained init replayed on them, the test on its own probe
-    (`incremental.measure_with_own_probe`: the analysis probe's settings, split and
-    resamples). The record replaces probe_metrics.json's `key` (every other key kept) and
-    result.json is written again from it. Returns the new record."""
+    decision_belief_in_observation: bool,
+    inits: int,
+) -> tuple[Rollouts, str, list[np.ndarray], Any]:
+    """The final checkpoint's rollouts of `key` (incremental.KEY: greedy, KEY_SAMPLED:
+    sampled) collected again as `analyze` collects them (the same named streams, so the same
+    episodes) and the first `inits` untrained inits replayed on them: (rollouts, their
+    description, features per init, the env's observation layout)."""
     plan = context.settings
-    path = context.results_dir / PROBE_METRICS
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; run the `analysis` stage first")
-    clock = StageClock(label, torch.get_num_threads())
-    say = clock.say
     run = RunArtifacts.open(context.results_dir)
     module = load_module(run.final_checkpoint())
     make_env = probing.probe_env_factory(decision_belief_in_observation, task.point_of(plan))
     env = make_env(1)
     layout, action_space = env.layout, env.single_action_space
     env.close()
-    untrained_modules = untrained_controls(module_spec, make_env, context.seed, plan)
+    untrained_modules = untrained_controls(module_spec, make_env, context.seed, plan)[:inits]
     settings = probing.rollout_settings(plan, context.seed, make_env, action_space)
     with clock.stage("rollouts", f"the agent's rollouts for {key}"):
         if key == incremental.KEY:
@@ -787,20 +787,103 @@ def reanalyse_incremental(
             data = incremental.DATA_SAMPLED
         else:
             raise ValueError(f"not an incremental test: {key!r}")
-    with clock.stage(key, f"{len(untrained_modules)} untrained init(s) replayed, the test"):
+    with clock.stage("replays", f"{len(untrained_modules)} untrained init(s) replayed"):
         features = [
             replay_rollouts(other, rollouts, steps_per_call=probing.REPLAY_STEPS)
             for other in untrained_modules
         ]
+    return rollouts, data, features, layout
+
+
+def _probe_metrics(context: RunContext) -> dict[str, Any]:
+    path = context.results_dir / PROBE_METRICS
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run the `analysis` stage first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def reanalyse_incremental(
+    context: RunContext,
+    key: str,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    decision_belief_in_observation: bool = False,
+) -> dict[str, Any]:
+    """The incremental test `key` (incremental.KEY: greedy rollouts, KEY_SAMPLED: sampled)
+    alone on a finished, analysed run, with the plan's `untrained_inits`: the final
+    checkpoint's rollouts collected again as `analyze` collects them (the same named streams,
+    so the same episodes), every untrained init replayed on them, the test on its own probe
+    (`incremental.measure_with_own_probe`: the analysis probe's settings, split and
+    resamples). The record replaces probe_metrics.json's `key` (every other key kept) and
+    result.json is written again from it. Returns the new record."""
+    plan = context.settings
+    record = _probe_metrics(context)
+    clock = StageClock(label, torch.get_num_threads())
+    rollouts, data, features, layout = _final_agent_data(
+        context,
+        key,
+        clock=clock,
+        module_spec=module_spec,
+        decision_belief_in_observation=decision_belief_in_observation,
+        inits=plan.untrained_inits,
+    )
+    with clock.stage(key, "the test"):
         new = incremental.measure_with_own_probe(
-            rollouts, features, layout=layout, plan=plan, seed=context.seed, data=data, say=say
+            rollouts,
+            features,
+            layout=layout,
+            plan=plan,
+            seed=context.seed,
+            data=data,
+            say=clock.say,
         )
-    record = json.loads(path.read_text(encoding="utf-8"))
     record[key] = new
-    write_json(path, record)
+    write_json(context.results_dir / PROBE_METRICS, record)
     write_result(context)
-    say(f"wrote {key} into {PROBE_METRICS} and result.json")
+    clock.say(f"wrote {key} into {PROBE_METRICS} and result.json")
     return dict(new)
+
+
+def check_window_capacity(
+    context: RunContext,
+    *,
+    label: str,
+    module_spec: RLModuleSpec,
+    decision_belief_in_observation: bool = False,
+) -> dict[str, Any]:
+    """window_capacity.py's check on a finished, analysed run: the sampled rollouts collected
+    again, untrained init 0 replayed, the incremental test with each window MLP;
+    writes window_capacity.json (with how its recorded-regressor rows match the run's own
+    incremental_r2_sampled record) and returns it."""
+    own = _probe_metrics(context).get(incremental.KEY_SAMPLED)
+    if own is None:
+        raise ValueError(f"{context.results_dir}: no {incremental.KEY_SAMPLED} record to check")
+    clock = StageClock(label, torch.get_num_threads())
+    rollouts, _, features, layout = _final_agent_data(
+        context,
+        incremental.KEY_SAMPLED,
+        clock=clock,
+        module_spec=module_spec,
+        decision_belief_in_observation=decision_belief_in_observation,
+        inits=1,
+    )
+    with clock.stage(window_capacity.STAGE, f"{len(window_capacity.REGRESSORS)} window MLPs"):
+        record = window_capacity.measure(
+            rollouts,
+            features[0],
+            layout=layout,
+            plan=context.settings,
+            seed=context.seed,
+            say=clock.say,
+        )
+    record["recorded_matches"] = window_capacity.recorded_matches(record, own)
+    record["timings"] = clock.record()
+    write_json(context.results_dir / window_capacity.FILE, record)
+    clock.say(
+        f"wrote {window_capacity.FILE}: recorded rows match within {record['recorded_matches']}"
+    )
+    return record
 
 
 def stages(
@@ -822,7 +905,11 @@ def stages(
     finished run, e.g. one analysed with fewer untrained inits: `rl-harness analyze LEAF RUN
     --stage incremental_r2_sampled`). run() leaves them out (`in_run`: the analysis computes
     both records); `analyze` without --stage runs them after the analysis (the same test
-    again: name a stage to run one)."""
+    again: name a stage to run one).
+
+    Every leaf also declares `window_capacity` last, on request (`check_window_capacity`:
+    the incremental test again with other window MLPs; `rl-harness analyze LEAF RUN --stage
+    window_capacity`): never in-run nor in a call that names no stage."""
 
     def run_analysis(context: RunContext) -> dict[str, Any]:
         return analyze(
@@ -853,6 +940,23 @@ def stages(
         for key in (incremental.KEY, incremental.KEY_SAMPLED)
         if incremental_alone
     )
+
+    def run_window_capacity(context: RunContext) -> dict[str, Any]:
+        return check_window_capacity(
+            context,
+            label=label,
+            module_spec=module_spec,
+            decision_belief_in_observation=decision_belief_in_observation,
+        )
+
+    # Costs ~9x the incremental test: only when named (--stage window_capacity).
+    capacity = AnalysisStage(
+        window_capacity.STAGE,
+        run_window_capacity,
+        reads=(PROBE_METRICS,),
+        writes=(window_capacity.FILE,),
+        on_request=True,
+    )
     written = [PROBE_METRICS, "solver_values.json", "yardstick.json", "belief_simplex.png"]
     written += ["learning_curve.png", "r2_over_training.png"]
     written += ["interventions.json", "interventions.png"] if interventions else []
@@ -866,6 +970,7 @@ def stages(
             checkpoints=False,
             writes=("result.json",),
         ),
+        capacity,
     )
 
 

@@ -42,6 +42,7 @@ from rl_harness.analysis import (
     FitMemo,
     ProbeEvaluation,
     Rollouts,
+    WindowRegressor,
     evaluate_probe,
     incremental_r2,
 )
@@ -104,14 +105,18 @@ def measure(
     say: Any = print,
     data: str = DATA,
     memo: FitMemo | None = None,
+    ks: Sequence[int] | None = None,
+    regressor: WindowRegressor | None = None,
 ) -> dict[str, Any]:
     """The `incremental_r2` record on the agent's `rollouts` (greedy unless `data` says
     otherwise; its probe `agent`, the branchings {name: (E, T) labels}) with the untrained
     module's replayed features (one array, or one per init in init order); `memo`: the
     controls' window fits on the same rollouts, whose windows alone are (a) (read, not trained
-    again: the same numbers bit for bit)."""
+    again: the same numbers bit for bit). `ks` (default 1..window_k_max) and `regressor` (the
+    windows' MLP, default the library's) are for checks of the test itself
+    (window_capacity.py)."""
     parts = np.r_[layout.tokens, layout.actions]  # what the agent read, never the belief
-    ks = list(range(1, plan.window_k_max + 1))
+    ks = list(ks) if ks is not None else list(range(1, plan.window_k_max + 1))
     untrained = _untrained(untrained_features)
     say(
         f"incremental R²: windows k = 1..{ks[-1]} alone, with the agent's, with the untrained's "
@@ -132,6 +137,7 @@ def measure(
         branchings=branchings,
         progress=say,
         memo=memo,
+        regressor=regressor,
     )
     record = {
         "schema_version": SEVERAL_INITS_SCHEMA_VERSION if several else INCREMENTAL_SCHEMA_VERSION,

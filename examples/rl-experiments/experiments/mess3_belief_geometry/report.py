@@ -1606,6 +1606,80 @@ def added_seed_blocks(retrained: Sequence[StudyRun], added: Sequence[StudyRun]) 
     return tables
 
 
+# ------------------------------------------- is the incremental test's window converged?
+NO_WINDOW_CAPACITY = (
+    "No window-capacity check yet: no pooled run has `window_capacity.json` "
+    "(`rl-harness analyze LEAF RUN --stage window_capacity`)."
+)
+CAPACITY_SCORES = {"global": None, "within tokens_2": "tokens_2"}
+WINDOW_CAPACITY_FILE = "window_capacity.json"  # window_capacity.FILE (not imported: no torch)
+
+
+def _capacity_estimate(block: Mapping[str, Any], branching: str | None) -> Mapping[str, Any]:
+    if branching is None:
+        return block.get("r2_pooled") or {}
+    return (block.get("within_branch") or {}).get(branching) or {}
+
+
+def _capacity_interval(estimate: Mapping[str, Any]) -> str:
+    if estimate.get("value") is None:
+        return "-"
+    low, high = estimate.get("low"), estimate.get("high")
+    return f"{_f(estimate['value'], 4, True)} [{_f(low, 4, True)}, {_f(high, 4, True)}]"
+
+
+def window_capacity_table(runs: Sequence[StudyRun], root: Path = STUDY_DIR) -> str:
+    """Per run with a window_capacity.json (window_capacity.py), per k, score and window MLP:
+    R²(a), b - a and b - c with their 95% paired intervals and Holm p over the check's k, on
+    the run's sampled rollouts; above it, how the recorded MLP's rows match the run's own
+    incremental_r2_sampled record."""
+    files = {
+        run.run_id: root / run.arm / "results" / run.run_id / WINDOW_CAPACITY_FILE for run in runs
+    }
+    checked = [(run, _read(files[run.run_id])) for run in runs if files[run.run_id].is_file()]
+    if not checked:
+        return NO_WINDOW_CAPACITY
+    matches = [value for _, record in checked for value in record["recorded_matches"].values()]
+    largest = max((value for value in matches if value is not None), default=None)
+    regressors = checked[0][1]["regressors"]
+    described = ", ".join(
+        f"{block['name']} {'x'.join(map(str, block['regressor']['hidden']))}, "
+        f"{block['regressor']['epochs']} epochs"
+        for block in regressors
+    )
+    match = "-" if largest is None else f"{largest:.1e}"
+    lines = [
+        f"Window MLPs: {described}. The recorded MLP's R²(a), (b), (c) repeat each run's own "
+        f"`incremental_r2_sampled` record at the same k to within {match} relative (the same "
+        "test on the same episodes). Sampled rollouts; p: one-sided bootstrap, Holm over the "
+        "check's k within each MLP.",
+        "",
+        "| arm | seed | k | score | MLP | R²(a) | b - a [95%] | p (Holm over k) | b - c [95%] "
+        "| p (Holm over k) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run, record in checked:
+        for index, k in enumerate(record["ks"]):
+            for score, branching in CAPACITY_SCORES.items():
+                key = "global" if branching is None else branching
+                for block in record["regressors"]:
+                    name, table = block["name"], block["table"]
+                    row, holm = table["rows"][index], table["p_values_holm"]
+                    at = {
+                        part: _capacity_estimate(row[part], branching)
+                        for part in ("window", "agent_increment", "agent_minus_control")
+                    }
+                    lines.append(
+                        f"| {run.arm} | {run.seed} | {k} | {score} | {name} | "
+                        f"{_f(at['window'].get('value'), 4)} | "
+                        f"{_capacity_interval(at['agent_increment'])} | "
+                        f"{_p(holm['agent_increment'][key][index])} | "
+                        f"{_capacity_interval(at['agent_minus_control'])} | "
+                        f"{_p(holm['agent_minus_control'][key][index])} |"
+                    )
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------- the FULL budget (issue 53 item 3)
 # The original study's 10M env steps (spec.FULL), trained on CPU with nothing else running.
 NO_FULL_RUNS = "No FULL run yet: `report.FULL_RUNS` is empty."
@@ -1718,6 +1792,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             | retrained_blocks(load_runs(RETRAINED_RUNS), load_runs(ORIGINAL_INIT_RUNS))
             | full_blocks(load_runs(FULL_RUNS))
             | added_seed_blocks(load_runs(RETRAINED_RUNS), load_runs(ADDED_SEED_RUNS))
+            | {
+                "window_capacity": window_capacity_table(
+                    load_runs(RETRAINED_RUNS) + load_runs(ADDED_SEED_RUNS)
+                )
+            }
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
