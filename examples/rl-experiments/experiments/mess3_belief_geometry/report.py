@@ -1549,8 +1549,16 @@ def retrained_blocks(runs: Sequence[StudyRun], committed: Sequence[StudyRun]) ->
 # training commit and one analysis commit, so every seed is the same experiment.
 NO_ADDED_SEEDS = "No added seeds yet: `report.ADDED_SEED_RUNS` is empty."
 ADDED_SEED_RUNS: dict[str, tuple[str, ...]] = {
-    "reward_only": ("20261207T230833Z-51461a14", "20261207T235020Z-ecb44d72"),
-    "next_token_aux": ("20261207T230834Z-7c35cf35", "20261207T235020Z-5296bbd3"),
+    "reward_only": (
+        "20261207T230833Z-51461a14",
+        "20261207T235020Z-ecb44d72",
+        "20261208T015414Z-6df5b35f",
+    ),
+    "next_token_aux": (
+        "20261207T230834Z-7c35cf35",
+        "20261207T235020Z-5296bbd3",
+        "20261208T015414Z-e48e01ad",
+    ),
 }
 # The pooled seeds' tables: the flagship's per-seed and across-seed tables (TABLES) on every
 # pooled run, then the incremental test across seeds.
