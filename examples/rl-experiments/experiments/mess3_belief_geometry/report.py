@@ -1553,11 +1553,13 @@ ADDED_SEED_RUNS: dict[str, tuple[str, ...]] = {
         "20261207T230833Z-51461a14",
         "20261207T235020Z-ecb44d72",
         "20261208T015414Z-6df5b35f",
+        "20261208T023309Z-20ea7ff6",
     ),
     "next_token_aux": (
         "20261207T230834Z-7c35cf35",
         "20261207T235020Z-5296bbd3",
         "20261208T015414Z-e48e01ad",
+        "20261208T023343Z-c1e3f3ee",
     ),
 }
 # The pooled seeds' tables: the flagship's per-seed and across-seed tables (TABLES) on every
