@@ -153,6 +153,22 @@ def measure(
     return record
 
 
+def own_probe(
+    rollouts: Rollouts, layout: Any, plan: Any, seed: int
+) -> tuple[ProbeEvaluation, dict[str, np.ndarray]]:
+    """The analysis' probe of the agent on `rollouts` (`agent_probe`) and the study's
+    branchings on its split (`controls.action_branching`): what the test reads besides the
+    rollouts."""
+    agent = agent_probe(rollouts, layout, plan, seed)
+    branching = controls.action_branching(
+        rollouts.observations[..., layout.tokens],
+        rollouts.observations[..., layout.actions],
+        agent.train_episodes,
+        agent.test_episodes,
+    )
+    return agent, branching.labels
+
+
 def measure_with_own_probe(
     rollouts: Rollouts,
     untrained_features: np.ndarray | Sequence[np.ndarray],
@@ -169,18 +185,12 @@ def measure_with_own_probe(
     `untrained_features` is the untrained module replayed on `rollouts` (or one per init). The
     analysis reads the sampled rollouts this way (`KEY_SAMPLED`, `DATA_SAMPLED`); its greedy
     record reuses the probe and branching the analysis already made."""
-    agent = agent_probe(rollouts, layout, plan, seed)
-    branching = controls.action_branching(
-        rollouts.observations[..., layout.tokens],
-        rollouts.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
+    agent, branchings = own_probe(rollouts, layout, plan, seed)
     return measure(
         rollouts,
         untrained_features,
         agent=agent,
-        branchings=branching.labels,
+        branchings=branchings,
         layout=layout,
         plan=plan,
         say=say,

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.mess3_belief_geometry import controls, incremental
+from experiments.mess3_belief_geometry import incremental
 from rl_harness.analysis import Rollouts, WindowRegressor
 
 SCHEMA_VERSION = 1
@@ -65,13 +65,7 @@ def measure(
 ) -> dict[str, Any]:
     """The record (module docstring) on the agent's sampled `rollouts` with the untrained
     module's replayed features; the probe and branching as the analysis makes them."""
-    agent = incremental.agent_probe(rollouts, layout, plan, seed)
-    branching = controls.action_branching(
-        rollouts.observations[..., layout.tokens],
-        rollouts.observations[..., layout.actions],
-        agent.train_episodes,
-        agent.test_episodes,
-    )
+    agent, branchings = incremental.own_probe(rollouts, layout, plan, seed)
     regressors = []
     for name, regressor in REGRESSORS.items():
         say(f"window capacity: {name} ({regressor.hidden}, {regressor.epochs} epochs), k = {KS}")
@@ -79,7 +73,7 @@ def measure(
             rollouts,
             untrained_features,
             agent=agent,
-            branchings=branching.labels,
+            branchings=branchings,
             layout=layout,
             plan=plan,
             say=say,
