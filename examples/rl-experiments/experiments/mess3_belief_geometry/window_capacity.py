@@ -28,7 +28,7 @@ probe_metrics.json's incremental_r2_sampled}}.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -111,9 +111,13 @@ def recorded_matches(
     return out
 
 
-def _points(mine: Mapping[str, Any], theirs: Mapping[str, Any]):
+def _points(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> Iterator[tuple[float, float]]:
+    """(mine, theirs) per R² point; a part the run's record lacks is skipped (a record of
+    several untrained inits has no single (c): its (a) and (b) are still compared)."""
     for part in PARTS:
-        a, b = mine[part], theirs[part]
+        a, b = mine.get(part), theirs.get(part)
+        if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+            continue
         yield _value(a.get("r2_pooled")), _value(b.get("r2_pooled"))
         for name, estimate in (a.get("within_branch") or {}).items():
             yield _value(estimate), _value((b.get("within_branch") or {}).get(name))
