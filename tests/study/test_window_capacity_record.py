@@ -13,12 +13,12 @@ def _scores(value: float, within: float) -> dict:
 
 
 def _row(k: int, window: float, agent: float, control: float | None) -> dict:
-    return {
-        "k": k,
-        "window": _scores(window, window - 0.1),
-        "agent": _scores(agent, agent - 0.1),
-        "control": None if control is None else _scores(control, control - 0.1),
-    }
+    """A table row; control None: a row of several untrained inits (no `control`, each init
+    in `controls`), as IncrementalRow.to_dict writes it."""
+    row = {"k": k, "window": _scores(window, window - 0.1), "agent": _scores(agent, agent - 0.1)}
+    if control is None:
+        return row | {"controls": {"control": _scores(0.5, 0.4), "control_1": _scores(0.5, 0.4)}}
+    return row | {"control": _scores(control, control - 0.1)}
 
 
 def _check(rows: list[dict]) -> dict:
@@ -41,3 +41,10 @@ def test_a_record_of_several_inits_compares_a_and_b_and_a_missing_k_is_none():
     # The largest: the agent's within-branch point (the control's is skipped, not an error).
     assert matches["1"] == pytest.approx(0.6 * 0.01 / (0.6 * 1.01 - 0.1))
     assert matches["3"] is None
+
+
+def test_a_point_missing_on_one_side_only_is_no_match():
+    mine = _check([_row(1, 0.5, 0.6, 0.55)])
+    theirs = {"table": {"rows": [_row(1, 0.5, 0.6, 0.55)]}}
+    theirs["table"]["rows"][0]["agent"]["within_branch"]["tokens_2"] = None
+    assert window_capacity.recorded_matches(mine, theirs) == {"1": None}

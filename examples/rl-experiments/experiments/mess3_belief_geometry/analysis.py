@@ -818,7 +818,7 @@ def reanalyse_incremental(
     resamples). The record replaces probe_metrics.json's `key` (every other key kept) and
     result.json is written again from it. Returns the new record."""
     plan = context.settings
-    record = _probe_metrics(context)
+    _probe_metrics(context)  # refused before the work when the analysis has not run
     clock = StageClock(label, torch.get_num_threads())
     rollouts, data, features, layout = _final_agent_data(
         context,
@@ -838,6 +838,7 @@ def reanalyse_incremental(
             data=data,
             say=clock.say,
         )
+    record = _probe_metrics(context)  # read after the work: every other key as it is now
     record[key] = new
     write_json(context.results_dir / PROBE_METRICS, record)
     write_result(context)
@@ -878,7 +879,8 @@ def check_window_capacity(
             say=clock.say,
         )
     record["recorded_matches"] = window_capacity.recorded_matches(record, own)
-    record["timings"] = clock.record()
+    record["seconds"] = {**clock.seconds, "total": round(time.perf_counter() - clock.started, 3)}
+    record["torch_threads"] = clock.threads  # the fits' (the rollouts step on one)
     write_json(context.results_dir / window_capacity.FILE, record)
     clock.say(
         f"wrote {window_capacity.FILE}: recorded rows match within {record['recorded_matches']}"

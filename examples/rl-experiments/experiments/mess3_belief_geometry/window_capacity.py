@@ -23,7 +23,7 @@ window_capacity`. Writes window_capacity.json: {schema_version, data, inputs, ks
 untrained_inits, regressors: [{name, regressor, table (IncrementalR2.to_dict())}] in
 REGRESSORS' order,
 recorded_matches: {k: max relative difference of R²(a), R²(b), R²(c) points against
-probe_metrics.json's incremental_r2_sampled}}.
+probe_metrics.json's incremental_r2_sampled}, seconds: {stage: s, total}, torch_threads}.
 """
 
 from __future__ import annotations
@@ -98,16 +98,19 @@ def recorded_matches(
     """{k: the largest relative difference of the R²(a), (b), (c) points (global and within
     each branching) of `record`'s recorded regressor against the run's own
     incremental_r2_sampled record `sampled` at the same k}; None where the run's record has
-    no such k or a point is missing."""
+    no such k, or where a point is missing on one side only (a mismatch no number states). A
+    point missing on both sides (an empty branching) is skipped."""
     own = {row["k"]: row for row in sampled["table"]["rows"]}
     out: dict[str, float | None] = {}
     (recorded,) = (block for block in record["regressors"] if block["name"] == "recorded")
     for row in recorded["table"]["rows"]:
         theirs = own.get(row["k"])
-        pairs = [] if theirs is None else [p for p in _points(row, theirs) if np.isfinite(p).all()]
-        out[str(row["k"])] = (
-            max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs) if pairs else None
-        )
+        pairs = [] if theirs is None else list(_points(row, theirs))
+        if any(np.isfinite(a) != np.isfinite(b) for a, b in pairs):
+            out[str(row["k"])] = None
+            continue
+        both = [(a, b) for a, b in pairs if np.isfinite(a)]
+        out[str(row["k"])] = max((abs(a - b) / max(abs(b), 1e-12) for a, b in both), default=None)
     return out
 
 
