@@ -77,10 +77,6 @@ class StageOutcome:
     provenance: Mapping[str, Any]
 
 
-def stage_names(stages: Sequence[AnalysisStage]) -> tuple[str, ...]:
-    return tuple(stage.name for stage in stages)
-
-
 def select_stages(stages: Sequence[AnalysisStage], only: str | None) -> tuple[AnalysisStage, ...]:
     """Every stage in order but those run on request, or only the one named (StageError
     naming the declared ones)."""

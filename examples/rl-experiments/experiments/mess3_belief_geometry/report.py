@@ -499,10 +499,10 @@ def _difference(run: StudyRun, name: str, branching: str = "tokens_2") -> Mappin
     return run.probe["differences"][name]["within_branch"][branching]
 
 
-def _bracket(estimate: Mapping[str, Any]) -> str:
+def _bracket(estimate: Mapping[str, Any], digits: int = 3) -> str:
     return (
-        f"{_f(estimate['value'], 3, True)} [{_f(estimate['low'], 3, True)}, "
-        f"{_f(estimate['high'], 3, True)}]"
+        f"{_f(estimate['value'], digits, True)} [{_f(estimate['low'], digits, True)}, "
+        f"{_f(estimate['high'], digits, True)}]"
     )
 
 
@@ -1632,10 +1632,7 @@ def _capacity_estimate(block: Mapping[str, Any], branching: str | None) -> Mappi
 
 
 def _capacity_interval(estimate: Mapping[str, Any]) -> str:
-    if estimate.get("value") is None:
-        return "-"
-    low, high = estimate.get("low"), estimate.get("high")
-    return f"{_f(estimate['value'], 4, True)} [{_f(low, 4, True)}, {_f(high, 4, True)}]"
+    return "-" if estimate.get("value") is None else _bracket(estimate, 4)
 
 
 def window_capacity_table(runs: Sequence[StudyRun], root: Path = STUDY_DIR) -> str:
@@ -1790,6 +1787,13 @@ def confirmatory_block(runs: Sequence[StudyRun]) -> str:
     return confirmatory.block([(run.arm, run.seed, run.result) for run in runs])
 
 
+def pooled_blocks(retrained: Sequence[StudyRun], added: Sequence[StudyRun]) -> dict[str, str]:
+    """The pool's blocks: `added_seed_blocks` and the window-capacity table, from one load."""
+    return added_seed_blocks(retrained, added) | {
+        "window_capacity": window_capacity_table([*retrained, *added])
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`--write` rewrites the README's generated tables; `--check` exits 1 when they differ."""
     return readme_main(
@@ -1801,12 +1805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             | {"memory_confirmatory": confirmatory_block(load_runs(confirmatory.RUNS))}
             | retrained_blocks(load_runs(RETRAINED_RUNS), load_runs(ORIGINAL_INIT_RUNS))
             | full_blocks(load_runs(FULL_RUNS))
-            | added_seed_blocks(load_runs(RETRAINED_RUNS), load_runs(ADDED_SEED_RUNS))
-            | {
-                "window_capacity": window_capacity_table(
-                    load_runs(RETRAINED_RUNS) + load_runs(ADDED_SEED_RUNS)
-                )
-            }
+            | pooled_blocks(load_runs(RETRAINED_RUNS), load_runs(ADDED_SEED_RUNS))
         ),
         prog="python -m experiments.mess3_belief_geometry.report",
         argv=argv,
